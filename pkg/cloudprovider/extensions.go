@@ -1,0 +1,51 @@
+package cloudprovider
+
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+)
+
+// Instance is one machine as a listing reports it.
+type Instance struct {
+	// Name is the instance's name in the cloud. For a node without
+	// spec.providerID, the instance whose Name equals the node name is its machine.
+	Name string
+	// Metadata is what InstancesV2.InstanceMetadata would return for the instance.
+	// Metadata.ProviderID must be set.
+	Metadata cloudprovider.InstanceMetadata
+	// Shutdown is true when the instance exists but is stopped, as
+	// InstancesV2.InstanceShutdown would report it.
+	Shutdown bool
+}
+
+// InstanceLister lists every instance the provider can see, in one call (the
+// implementation pages through the cloud API as needed). An instance missing from
+// a successful listing does not exist.
+//
+// It must return an error, never a partial list, when any page fails: stratus
+// treats the listing as the truth about which machines exist.
+type InstanceLister interface {
+	ListInstances(ctx context.Context) ([]Instance, error)
+}
+
+// LoadBalancerRef identifies a load balancer the provider created for a Service.
+type LoadBalancerRef struct {
+	// Name is the load balancer's name, as GetLoadBalancerName returned it.
+	Name string
+	// ServiceNamespace, ServiceName and ServiceUID identify the Service the load
+	// balancer was created for, as recorded in the cloud (tags, description, ...).
+	ServiceNamespace string
+	ServiceName      string
+	ServiceUID       types.UID
+}
+
+// LoadBalancerLister lists the load balancers the provider created for a cluster
+// (those carrying the cluster's tag or equivalent). Load balancers created by
+// anybody else must not be returned: stratus deletes returned load balancers whose
+// Service no longer exists, by calling EnsureLoadBalancerDeleted with a Service
+// rebuilt from the reference.
+type LoadBalancerLister interface {
+	ListLoadBalancers(ctx context.Context, clusterName string) ([]LoadBalancerRef, error)
+}
