@@ -1,0 +1,233 @@
+package annotation
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Prefix starts the name of every stratus Service annotation.
+const Prefix = "service.stratus.io/"
+
+// ErrInvalid is matched (errors.Is) by every error about an annotation's value.
+var ErrInvalid = errors.New("invalid annotation")
+
+// InvalidError says which annotation has which unusable value, and why.
+type InvalidError struct {
+	// Name is the annotation's name.
+	Name string
+	// Value is the value found on the object.
+	Value string
+	// Err is the reason the value was rejected.
+	Err error
+}
+
+func (e *InvalidError) Error() string {
+	return fmt.Sprintf("invalid annotation %s=%q: %v", e.Name, e.Value, e.Err)
+}
+
+// Unwrap returns the reason.
+func (e *InvalidError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrInvalid) true.
+func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
+
+// Info documents one annotation.
+type Info struct {
+	// Name is the annotation key.
+	Name string
+	// Type names the value's type in the documentation ("duration", "integer", ...).
+	Type string
+	// Default is the value used when the annotation is absent, as a string.
+	Default string
+	// Range describes the accepted values beyond the type, for the documentation.
+	Range string
+	// Description says what the annotation does, for the documentation.
+	Description string
+	// Example is a valid value.
+	Example string
+}
+
+// Key is a typed annotation: its documentation and its parser.
+type Key[T any] struct {
+	Info
+	parse func(string) (T, error)
+	def   T
+}
+
+// Get returns the annotation's value on obj: ok is false (and v the default) when
+// it is absent; err is an *InvalidError when its value does not parse.
+func (k *Key[T]) Get(obj metav1.Object) (v T, ok bool, err error) {
+	raw, ok := obj.GetAnnotations()[k.Name]
+	if !ok {
+		return k.def, false, nil
+	}
+	v, err = k.Parse(raw)
+	if err != nil {
+		return k.def, true, err
+	}
+	return v, true, nil
+}
+
+// Parse parses a value of the annotation; errors are *InvalidError.
+func (k *Key[T]) Parse(raw string) (T, error) {
+	v, err := k.parse(raw)
+	if err != nil {
+		return v, &InvalidError{Name: k.Name, Value: raw, Err: err}
+	}
+	return v, nil
+}
+
+// entry is what the registry keeps of a key, independent of its value type.
+type entry struct {
+	info     *Info
+	validate func(string) error
+}
+
+var registry []entry
+
+func register[T any](k *Key[T]) *Key[T] {
+	if !strings.HasPrefix(k.Name, Prefix) {
+		panic("annotation " + k.Name + " lacks prefix " + Prefix)
+	}
+	if _, err := k.Parse(k.Example); err != nil {
+		panic(fmt.Sprintf("example of %s: %v", k.Name, err))
+	}
+	if k.Default != "" {
+		def, err := k.Parse(k.Default)
+		if err != nil {
+			panic(fmt.Sprintf("default of %s: %v", k.Name, err))
+		}
+		k.def = def
+	}
+	registry = append(registry, entry{info: &k.Info, validate: func(s string) error {
+		_, err := k.Parse(s)
+		return err
+	}})
+	slices.SortFunc(registry, func(a, b entry) int { return strings.Compare(a.info.Name, b.info.Name) })
+	return k
+}
+
+// All returns the documentation of every registered annotation, sorted by name.
+func All() []Info {
+	out := make([]Info, len(registry))
+	for i, e := range registry {
+		out[i] = *e.info
+	}
+	return out
+}
+
+// Validate checks every stratus annotation present on obj and returns the errors
+// (*InvalidError, joined, in name order), or nil when all are valid. Unknown keys
+// under Prefix are errors too: a typo must not be silently ignored.
+func Validate(obj metav1.Object) error {
+	var errs []error
+	known := make(map[string]bool, len(registry))
+	for _, e := range registry {
+		known[e.info.Name] = true
+		if raw, ok := obj.GetAnnotations()[e.info.Name]; ok {
+			if err := e.validate(raw); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	}
+	var unknown []string
+	for name := range obj.GetAnnotations() {
+		if strings.HasPrefix(name, Prefix) && !known[name] {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	for _, name := range unknown {
+		errs = append(errs, &InvalidError{Name: name, Value: obj.GetAnnotations()[name], Err: errors.New("unknown stratus annotation")})
+	}
+	return errors.Join(errs...)
+}
+
+// InvalidNames returns the names of the annotations err (from Validate or Get)
+// complains about, in order.
+func InvalidNames(err error) []string {
+	var names []string
+	var walk func(error)
+	walk = func(err error) {
+		var ie *InvalidError
+		switch e := err.(type) {
+		case nil:
+		case interface{ Unwrap() []error }:
+			for _, c := range e.Unwrap() {
+				walk(c)
+			}
+		default:
+			if errors.As(err, &ie) {
+				names = append(names, ie.Name)
+			}
+		}
+	}
+	walk(err)
+	return names
+}
+
+// Markdown renders the registry as the user documentation, docs/annotations.md.
+func Markdown() []byte {
+	var b bytes.Buffer
+	b.WriteString("<!-- Generated by `go run ./internal/annotation/gen`; DO NOT EDIT. -->\n\n")
+	b.WriteString("# Service annotations\n\n")
+	b.WriteString("stratus's own annotations on `type: LoadBalancer` Services. The service controller\n")
+	b.WriteString("validates them before it calls the cloud: an invalid value (or an unknown key under\n")
+	b.WriteString("`" + Prefix + "`) leaves the load balancer as it is, sets the Service condition\n")
+	b.WriteString("`LoadBalancerReady=False` with reason `InvalidConfiguration` and a Warning event\n")
+	b.WriteString("`SyncLoadBalancerFailed`, both naming the annotation. The Service is retried when it\n")
+	b.WriteString("changes. Providers read these values and their own annotations from the Service.\n\n")
+	b.WriteString("| Annotation | Type | Default | Accepted values | Example |\n|---|---|---|---|---|\n")
+	for _, i := range All() {
+		def := i.Default
+		if def == "" {
+			def = "(provider's)"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | %s | `%s` |\n", i.Name, i.Type, def, i.Range, i.Example)
+	}
+	for _, i := range All() {
+		fmt.Fprintf(&b, "\n## `%s`\n\n%s\n", i.Name, i.Description)
+	}
+	return b.Bytes()
+}
+
+func durationIn(lo, hi time.Duration) func(string) (time.Duration, error) {
+	return func(s string) (time.Duration, error) {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil {
+			return 0, fmt.Errorf("not a duration (e.g. 10s, 1m30s)")
+		}
+		if d < lo || d > hi {
+			return 0, fmt.Errorf("%v is outside [%v, %v]", d, lo, hi)
+		}
+		return d, nil
+	}
+}
+
+func intIn(lo, hi int) func(string) (int, error) {
+	return func(s string) (int, error) {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			return 0, fmt.Errorf("not an integer")
+		}
+		if n < lo || n > hi {
+			return 0, fmt.Errorf("%d is outside [%d, %d]", n, lo, hi)
+		}
+		return n, nil
+	}
+}
+
+func parseBool(s string) (bool, error) {
+	b, err := strconv.ParseBool(strings.TrimSpace(s))
+	if err != nil {
+		return false, fmt.Errorf("not a boolean (true or false)")
+	}
+	return b, nil
+}

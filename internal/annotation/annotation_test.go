@@ -1,0 +1,158 @@
+package annotation
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func objWith(ann map[string]string) *metav1.ObjectMeta {
+	return &metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: ann}
+}
+
+func TestDurationKey(t *testing.T) {
+	name := LBHealthCheckInterval.Name
+	tests := []struct {
+		desc    string
+		ann     map[string]string
+		want    time.Duration
+		wantSet bool
+		wantErr bool
+	}{
+		{desc: "absent gives default", want: 10 * time.Second},
+		{desc: "valid", ann: map[string]string{name: "30s"}, want: 30 * time.Second, wantSet: true},
+		{desc: "spaces trimmed", ann: map[string]string{name: " 1m "}, want: time.Minute, wantSet: true},
+		{desc: "lower bound", ann: map[string]string{name: "1s"}, want: time.Second, wantSet: true},
+		{desc: "below range", ann: map[string]string{name: "500ms"}, want: 10 * time.Second, wantSet: true, wantErr: true},
+		{desc: "above range", ann: map[string]string{name: "6m"}, want: 10 * time.Second, wantSet: true, wantErr: true},
+		{desc: "not a duration", ann: map[string]string{name: "10"}, want: 10 * time.Second, wantSet: true, wantErr: true},
+		{desc: "empty", ann: map[string]string{name: ""}, want: 10 * time.Second, wantSet: true, wantErr: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			got, set, err := LBHealthCheckInterval.Get(objWith(tt.ann))
+			if got != tt.want || set != tt.wantSet || (err != nil) != tt.wantErr {
+				t.Fatalf("Get = %v, %v, %v; want %v, %v, err=%v", got, set, err, tt.want, tt.wantSet, tt.wantErr)
+			}
+			if err != nil && !errors.Is(err, ErrInvalid) {
+				t.Errorf("error %v does not match ErrInvalid", err)
+			}
+			if err != nil && !strings.Contains(err.Error(), name) {
+				t.Errorf("error %q does not name the annotation", err)
+			}
+		})
+	}
+}
+
+func TestIntAndBoolKeys(t *testing.T) {
+	tests := []struct {
+		raw     string
+		want    int
+		wantErr bool
+	}{{"1", 1, false}, {"10", 10, false}, {"0", 0, true}, {"11", 0, true}, {"x", 0, true}, {"-3", 0, true}}
+	for _, tt := range tests {
+		got, err := LBHealthCheckUnhealthyThreshold.Parse(tt.raw)
+		if (err != nil) != tt.wantErr || (err == nil && got != tt.want) {
+			t.Errorf("Parse(%q) = %v, %v; want %v, err=%v", tt.raw, got, err, tt.want, tt.wantErr)
+		}
+	}
+	for raw, want := range map[string]bool{"true": true, "false": false, "1": true, "F": false} {
+		if got, err := LBProxyProtocol.Parse(raw); err != nil || got != want {
+			t.Errorf("Parse(%q) = %v, %v; want %v", raw, got, err, want)
+		}
+	}
+	if _, err := LBProxyProtocol.Parse("yes"); err == nil {
+		t.Error(`Parse("yes") succeeded; want error`)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		desc string
+		ann  map[string]string
+		want []string // names reported invalid
+	}{
+		{desc: "none"},
+		{desc: "foreign annotations ignored", ann: map[string]string{"example.com/x": "??", "service.beta.kubernetes.io/foo": "1"}},
+		{desc: "all valid", ann: map[string]string{LBHealthCheckInterval.Name: "5s", LBProxyProtocol.Name: "true"}},
+		{desc: "one invalid", ann: map[string]string{LBHealthCheckInterval.Name: "soon", LBProxyProtocol.Name: "true"},
+			want: []string{LBHealthCheckInterval.Name}},
+		{desc: "two invalid, name order", ann: map[string]string{LBProxyProtocol.Name: "maybe", LBHealthCheckInterval.Name: "soon"},
+			want: []string{LBHealthCheckInterval.Name, LBProxyProtocol.Name}},
+		{desc: "unknown key under prefix", ann: map[string]string{Prefix + "load-balancer-helth-check-interval": "5s"},
+			want: []string{Prefix + "load-balancer-helth-check-interval"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			err := Validate(objWith(tt.ann))
+			if diff := cmp.Diff(tt.want, InvalidNames(err)); diff != "" {
+				t.Errorf("invalid names (-want +got):\n%s", diff)
+			}
+			if (err != nil) != (len(tt.want) > 0) {
+				t.Errorf("Validate = %v", err)
+			}
+			if err != nil && !errors.Is(err, ErrInvalid) {
+				t.Errorf("Validate error %v does not match ErrInvalid", err)
+			}
+		})
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	seen := map[string]bool{}
+	for _, i := range All() {
+		if seen[i.Name] {
+			t.Errorf("%s registered twice", i.Name)
+		}
+		seen[i.Name] = true
+		if i.Description == "" || i.Type == "" || i.Example == "" {
+			t.Errorf("%s lacks documentation: %+v", i.Name, i)
+		}
+		if err := Validate(objWith(map[string]string{i.Name: i.Example})); err != nil {
+			t.Errorf("example of %s invalid: %v", i.Name, err)
+		}
+	}
+}
+
+// TestDocsUpToDate fails when docs/annotations.md differs from the registry.
+func TestDocsUpToDate(t *testing.T) {
+	const path = "../../docs/annotations.md"
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v: run `go run ./internal/annotation/gen` from the repository root", err)
+	}
+	if !bytes.Equal(got, Markdown()) {
+		t.Fatalf("%s is stale: run `go run ./internal/annotation/gen` from the repository root", path)
+	}
+}
+
+// FuzzValidate checks that no value of any stratus annotation makes the parsers
+// panic, and that every accepted value is accepted again (parsing is deterministic)
+// while every rejected value is reported under the right name.
+func FuzzValidate(f *testing.F) {
+	for _, i := range All() {
+		f.Add(i.Name, i.Example)
+	}
+	f.Fuzz(func(t *testing.T, name, value string) {
+		obj := objWith(map[string]string{name: value})
+		err := Validate(obj)
+		if err == nil {
+			if err2 := Validate(obj); err2 != nil {
+				t.Fatalf("second validation of %s=%q failed: %v", name, value, err2)
+			}
+			return
+		}
+		if !strings.HasPrefix(name, Prefix) {
+			t.Fatalf("foreign annotation %q rejected: %v", name, err)
+		}
+		if names := InvalidNames(err); len(names) != 1 || names[0] != name {
+			t.Fatalf("Validate(%s=%q) names %v", name, value, names)
+		}
+	})
+}
