@@ -1,0 +1,122 @@
+package service
+
+import (
+	"maps"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stratus-ccm/stratus/internal/cloud"
+)
+
+// nodeSet is a backend set as compared between syncs: node name -> spec.providerID
+// (upstream's "sufficiently equal" test).
+type nodeSet map[string]string
+
+func newNodeSet(nodes []*v1.Node) nodeSet {
+	s := make(nodeSet, len(nodes))
+	for _, n := range nodes {
+		s[n.Name] = n.Spec.ProviderID
+	}
+	return s
+}
+
+// cachedService is what the controller remembers of a Service it synced: the
+// last-seen object (to delete its load balancer when the Service vanished without
+// our finalizer, or was recreated with a new UID), its provider, and the backend
+// set its load balancer was last given.
+type cachedService struct {
+	svc      *v1.Service
+	provider *cloud.Provider
+	// nodes is the backend set last sent to the cloud (nil before the first sync).
+	nodes nodeSet
+	// ensured is true once EnsureLoadBalancer succeeded for this incarnation: only
+	// then do node changes and drift checks concern it.
+	ensured bool
+	// elsewhere is true when the provider said another controller implements this
+	// load balancer (ImplementedElsewhere).
+	elsewhere bool
+	// firstEnsure is when this incarnation was first ensured, for the
+	// provisioning-latency metric.
+	firstEnsure time.Time
+}
+
+// serviceCache is the in-memory cache of synced Services, keyed by namespace/name.
+// Entries are copied in and out under the lock; callers never share them.
+type serviceCache struct {
+	mu sync.Mutex
+	m  map[types.NamespacedName]*cachedService
+}
+
+func newServiceCache() *serviceCache {
+	return &serviceCache{m: map[types.NamespacedName]*cachedService{}}
+}
+
+// get returns a copy of the entry for key.
+func (c *serviceCache) get(key types.NamespacedName) (cachedService, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok {
+		return cachedService{}, false
+	}
+	return *e, true
+}
+
+// update applies fn to the entry for key, creating an empty one first if needed.
+func (c *serviceCache) update(key types.NamespacedName, fn func(*cachedService)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok {
+		e = &cachedService{}
+		c.m[key] = e
+	}
+	fn(e)
+}
+
+// remember records svc (a private copy) as the last-seen object of its key. A
+// different UID starts a new incarnation.
+func (c *serviceCache) remember(svc *v1.Service, p *cloud.Provider) {
+	c.update(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, func(e *cachedService) {
+		if e.svc != nil && e.svc.UID != svc.UID {
+			*e = cachedService{}
+		}
+		e.svc, e.provider = svc, p
+	})
+}
+
+func (c *serviceCache) delete(key types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, key)
+}
+
+// swapNodes records set as key's backend set if the entry is an ensured load
+// balancer of uid whose recorded set differs; it returns the entry as it was and
+// whether the set changed. Recording before the cloud call keeps a concurrent
+// pass from sending the same update twice.
+func (c *serviceCache) swapNodes(key types.NamespacedName, uid types.UID, set nodeSet) (cachedService, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[key]
+	if !ok || e.svc == nil || e.svc.UID != uid || !e.ensured || e.elsewhere || maps.Equal(e.nodes, set) {
+		return cachedService{}, false
+	}
+	old := *e
+	e.nodes = set
+	return old, true
+}
+
+// keys returns the keys of all entries.
+func (c *serviceCache) keys() []types.NamespacedName {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]types.NamespacedName, 0, len(c.m))
+	for k := range c.m {
+		out = append(out, k)
+	}
+	return out
+}

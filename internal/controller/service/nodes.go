@@ -1,0 +1,203 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	cloudprovider "k8s.io/cloud-provider"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/stratus-ccm/stratus/internal/cloud"
+)
+
+const (
+	// LabelExcludeFromLB excludes a node from load balancer backends unless its
+	// value parses as a boolean false.
+	LabelExcludeFromLB = v1.LabelNodeExcludeBalancers
+	// TaintToBeDeleted is the cluster autoscaler's taint on nodes it is removing;
+	// such nodes are not load balancer backends.
+	TaintToBeDeleted = "ToBeDeletedByClusterAutoscaler"
+)
+
+// IsBackend reports whether node is a load balancer backend (upstream's "stable
+// node set" predicates): not being deleted, not excluded by label, not being
+// removed by the cluster autoscaler. Readiness, cordoning and other taints do not
+// matter; load balancer health checks handle those.
+func IsBackend(node *v1.Node) bool {
+	if node.DeletionTimestamp != nil {
+		return false
+	}
+	if v, ok := node.Labels[LabelExcludeFromLB]; ok {
+		if excluded, err := strconv.ParseBool(v); err != nil || excluded {
+			return false
+		}
+	}
+	for _, t := range node.Spec.Taints {
+		if t.Key == TaintToBeDeleted {
+			return false
+		}
+	}
+	return true
+}
+
+// backendChanged reports whether an update of a node can change any load
+// balancer's backend set: its backend predicate result or its provider ID changed.
+func backendChanged(old, new *v1.Node) bool {
+	return IsBackend(old) != IsBackend(new) || old.Spec.ProviderID != new.Spec.ProviderID
+}
+
+// nodesKey is the single work item of the node syncer: all node changes of one
+// window collapse into it.
+var nodesKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "backend-nodes"}}
+
+// nodeEvents enqueues nodesKey a window after the first relevant node change; the
+// queue keeps the earliest time, so the changes of a window share one pass.
+func nodeEvents(window time.Duration) handler.TypedEventHandler[*v1.Node, reconcile.Request] {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { q.AddAfter(nodesKey, window) }
+	return handler.TypedFuncs[*v1.Node, reconcile.Request]{
+		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*v1.Node], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*v1.Node], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if backendChanged(e.ObjectOld, e.ObjectNew) {
+				add(q)
+			}
+		},
+		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*v1.Node], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+	}
+}
+
+// backends lists the cluster's load balancer backends from the informer cache.
+// The nodes are shared with the cache: nobody may modify them (the cloud-provider
+// contract already requires providers to treat them as read-only).
+func (c *Controller) backends(ctx context.Context) ([]*v1.Node, error) {
+	var list v1.NodeList
+	if err := c.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	out := make([]*v1.Node, 0, len(list.Items))
+	for i := range list.Items {
+		if IsBackend(&list.Items[i]) {
+			out = append(out, &list.Items[i])
+		}
+	}
+	return out, nil
+}
+
+// nodeSyncer runs one backend update pass per window.
+type nodeSyncer struct{ *Controller }
+
+// Reconcile updates the backends of every ensured load balancer whose backend set
+// changed since it was last synced, Workers at a time. Services whose update
+// failed are handed to the service workers for a full ensure.
+func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	start := time.Now()
+	defer func() { nodeSyncLatency.Observe(time.Since(start).Seconds()) }()
+	nodes, err := s.backends(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	set := newNodeSet(nodes)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(s.opts.Workers)
+	updated := false
+	for _, key := range s.cache.keys() {
+		var svc v1.Service
+		if err := s.client.Get(ctx, key, &svc); err != nil {
+			continue // gone: the service workers clean up
+		}
+		if s.clouds.ForService(&svc) == nil || !wantsLB(&svc) {
+			continue
+		}
+		entry, changed := s.cache.swapNodes(key, svc.UID, set)
+		if !changed {
+			continue
+		}
+		updated = true
+		g.Go(func() error {
+			s.updateBackends(gctx, &svc, entry, nodes)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if updated {
+		backendBatches.Inc()
+	}
+	return reconcile.Result{}, nil
+}
+
+// updateBackends sends one load balancer its new backend set.
+func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry cachedService, nodes []*v1.Node) {
+	logger := log.FromContext(ctx).WithValues("service", client.ObjectKeyFromObject(svc), "provider", entry.provider.Name())
+	lb, _ := entry.provider.LoadBalancer()
+	ctx = cloud.WithPriority(ctx, cloud.PriorityLBUpdate)
+	lbSyncTotal.Inc()
+	start := time.Now()
+	err := lb.UpdateLoadBalancer(ctx, s.opts.ClusterName, svc, nodes)
+	updateHostLatency.Observe(time.Since(start).Seconds())
+	switch {
+	case err == nil:
+		if len(nodes) == 0 {
+			s.recorder.Event(svc, v1.EventTypeWarning, "UnAvailableLoadBalancer", "There are no available nodes for LoadBalancer")
+		} else {
+			s.recorder.Event(svc, v1.EventTypeNormal, "UpdatedLoadBalancer", "Updated load balancer with new hosts")
+		}
+		// The condition follows the backend count (NoBackends <-> Ready).
+		if err := s.setReadyCondition(ctx, svc, len(nodes)); err != nil {
+			logger.Error(err, "update LoadBalancerReady condition")
+		}
+		return
+	case errors.Is(err, cloudprovider.ImplementedElsewhere):
+		return
+	}
+	if _, exists, getErr := lb.GetLoadBalancer(ctx, s.opts.ClusterName, svc); getErr == nil && !exists {
+		// Nothing to update: the next ensure creates it with the then-current nodes.
+		return
+	}
+	nodeSyncErrors.Inc()
+	s.recorder.Eventf(svc, v1.EventTypeWarning, "UpdateLoadBalancerFailed",
+		"Error updating load balancer with new hosts %s, error: %v", nodeNames(nodes, 20), err)
+	logger.Error(err, "update load balancer backends; retrying with a full ensure")
+	// Forget the recorded set so that the next pass retries too if the ensure fails.
+	s.cache.update(client.ObjectKeyFromObject(svc), func(e *cachedService) {
+		if e.svc != nil && e.svc.UID == svc.UID {
+			e.nodes = nil
+		}
+	})
+	s.retry(ctx, svc)
+}
+
+// nodeNames formats up to limit node names as upstream's UpdateLoadBalancerFailed
+// message does.
+func nodeNames(nodes []*v1.Node, limit int) string {
+	names := make([]string, 0, min(len(nodes), limit))
+	for i, n := range nodes {
+		if i == limit {
+			break
+		}
+		names = append(names, n.Name)
+	}
+	s := "[" + strings.Join(names, ", ")
+	if len(nodes) > limit {
+		s += fmt.Sprintf(", %d more", len(nodes)-limit)
+	}
+	s += "]"
+	if len(nodes) > limit {
+		s += fmt.Sprintf(" [node names limited, total number of nodes: %d]", len(nodes))
+	}
+	return s
+}

@@ -1,0 +1,82 @@
+package service
+
+import (
+	"fmt"
+	"time"
+)
+
+// Defaults of Options.
+const (
+	DefaultWorkers           = 10
+	DefaultClusterName       = "kubernetes"
+	DefaultNodeUpdateWindow  = time.Second
+	DefaultResyncPeriod      = 10 * time.Minute
+	DefaultOrphanGracePeriod = 5 * time.Minute
+	DefaultRetryBaseDelay    = 5 * time.Second
+	DefaultRetryMaxDelay     = 300 * time.Second
+)
+
+// Options configures the service controller. Zero values take the defaults.
+type Options struct {
+	// Workers is --concurrent-service-syncs (default 10; upstream's 1 serializes
+	// hundreds of Services behind slow clouds). It bounds both Services reconciled
+	// in parallel and parallel UpdateLoadBalancer calls of one backend update pass.
+	// Negative values are rejected.
+	Workers int
+	// ClusterName is --cluster-name (default "kubernetes"), passed to every
+	// LoadBalancer call.
+	ClusterName string
+	// NodeUpdateWindow gathers node changes before the load balancers' backends are
+	// updated (default 1s; no upstream flag). Each load balancer gets at most one
+	// UpdateLoadBalancer per window.
+	NodeUpdateWindow time.Duration
+	// ResyncPeriod is --load-balancer-resync-period (default 10m): how often every
+	// load balancer is checked for drift, and the providers' load balancer listings
+	// are scanned for orphans.
+	ResyncPeriod time.Duration
+	// OrphanGracePeriod is how long a listed load balancer must stay without its
+	// Service before it is deleted (default 5m; no upstream flag).
+	OrphanGracePeriod time.Duration
+	// RetryBaseDelay and RetryMaxDelay bound the per-Service exponential backoff
+	// after errors other than RetryError (default 5s and 300s, as upstream; no
+	// upstream flag).
+	RetryBaseDelay, RetryMaxDelay time.Duration
+}
+
+// withDefaults validates o and fills in the defaults.
+func (o Options) withDefaults() (Options, error) {
+	checks := []struct {
+		name     string
+		negative bool
+	}{
+		{"Workers (--concurrent-service-syncs)", o.Workers < 0},
+		{"NodeUpdateWindow", o.NodeUpdateWindow < 0},
+		{"ResyncPeriod (--load-balancer-resync-period)", o.ResyncPeriod < 0},
+		{"OrphanGracePeriod", o.OrphanGracePeriod < 0},
+		{"RetryBaseDelay", o.RetryBaseDelay < 0},
+		{"RetryMaxDelay", o.RetryMaxDelay < 0},
+	}
+	for _, c := range checks {
+		if c.negative {
+			return o, fmt.Errorf("service controller: %s must not be negative", c.name)
+		}
+	}
+	setDefault(&o.Workers, DefaultWorkers)
+	setDefault(&o.ClusterName, DefaultClusterName)
+	setDefault(&o.NodeUpdateWindow, DefaultNodeUpdateWindow)
+	setDefault(&o.ResyncPeriod, DefaultResyncPeriod)
+	setDefault(&o.OrphanGracePeriod, DefaultOrphanGracePeriod)
+	setDefault(&o.RetryBaseDelay, DefaultRetryBaseDelay)
+	setDefault(&o.RetryMaxDelay, DefaultRetryMaxDelay)
+	if o.RetryMaxDelay < o.RetryBaseDelay {
+		return o, fmt.Errorf("service controller: RetryMaxDelay %v is below RetryBaseDelay %v", o.RetryMaxDelay, o.RetryBaseDelay)
+	}
+	return o, nil
+}
+
+func setDefault[T comparable](v *T, def T) {
+	var zero T
+	if *v == zero {
+		*v = def
+	}
+}
