@@ -129,7 +129,9 @@ func computePlan(in input) plan {
 // routeAction decides what happens to cidr of a node, given the node's routes.
 func routeAction(routes []*cloudprovider.Route, cidr string, addrs []v1.NodeAddress) action {
 	for _, r := range routes {
-		if r.DestinationCIDR != cidr {
+		// A blackhole route is deleted (when in range) and does not count as
+		// the node's route: it is created again right after the delete.
+		if r.DestinationCIDR != cidr || r.Blackhole {
 			continue
 		}
 		if !r.EnableNodeAddresses || sameAddresses(r.TargetNodeAddresses, addrs) {
