@@ -316,7 +316,8 @@ func TestImplementedElsewhere(t *testing.T) {
 func TestBackendNodes(t *testing.T) {
 	c := newTestCloud()
 	h := start(t, c, nil, Options{NodeUpdateWindow: 200 * time.Millisecond})
-	h.createNodes(0, 3)
+	h.createNodes(0, 2)
+	h.createNodes(2, 3, func(n *v1.Node) { n.Spec.ProviderID = "" })
 	svc := h.waitIngress(h.createService(lbService("web")).Name, 30*time.Second)
 	if diff := cmp.Diff(h.names(0, 1, 2), c.hosts(svc)); diff != "" {
 		t.Fatalf("initial hosts (-want +got):\n%s", diff)
@@ -375,9 +376,10 @@ func TestBackendNodes(t *testing.T) {
 		waitHosts(s.desc, h.names(s.want...))
 	}
 
-	// Provider ID change: same names, still one update.
+	// Provider ID set (kubelet registers without, the node controller sets it):
+	// same names, still one update.
 	updates := c.count("update")
-	h.updateNode(2, func(n *v1.Node) { n.Spec.ProviderID = "" })
+	h.updateNode(2, func(n *v1.Node) { n.Spec.ProviderID = "fake://" + n.Name })
 	h.eventually(10*time.Second, "update after providerID change", func() (bool, error) { return c.count("update") == updates+1, nil })
 
 	// Deletion timestamp (a finalizer keeps the node) and then deletion.
@@ -557,19 +559,25 @@ func TestOrphanRemoval(t *testing.T) {
 	h.createNodes(0, 1)
 	live := h.waitIngress(h.createService(lbService("live")).Name, 30*time.Second)
 
-	c.put("orphan", testLB{svc: types.NamespacedName{Namespace: h.ns, Name: "gone"}, uid: "uid-gone", cluster: DefaultClusterName, ip: "203.0.113.200"})
+	// Load balancers are named after the Service UID (upstream's default name).
+	name := func(uid types.UID) string {
+		return cloudprovider.DefaultLoadBalancerName(&v1.Service{ObjectMeta: metav1.ObjectMeta{UID: uid}})
+	}
+	orphan, stale, foreign := name("uid-gone"), name("uid-old"), name("uid-foreign")
+	c.put(orphan, testLB{svc: types.NamespacedName{Namespace: h.ns, Name: "gone"}, uid: "uid-gone", cluster: DefaultClusterName, ip: "203.0.113.200"})
 	// Same name as a live Service but another UID: an old incarnation's leftover.
-	c.put("stale", testLB{svc: types.NamespacedName{Namespace: h.ns, Name: "live"}, uid: "uid-old", cluster: DefaultClusterName, ip: "203.0.113.201"})
-	c.put("foreign", testLB{svc: types.NamespacedName{Namespace: h.ns, Name: "gone"}, uid: "uid-gone", cluster: "another-cluster", ip: "203.0.113.202"})
+	c.put(stale, testLB{svc: types.NamespacedName{Namespace: h.ns, Name: "live"}, uid: "uid-old", cluster: DefaultClusterName, ip: "203.0.113.201"})
+	// Another cluster's: the lister does not return it.
+	c.put(foreign, testLB{svc: types.NamespacedName{Namespace: h.ns, Name: "gone"}, uid: "uid-foreign", cluster: "another-cluster", ip: "203.0.113.202"})
 	added := time.Now()
 
 	h.eventually(30*time.Second, "orphans deleted", func() (bool, error) {
-		return !c.exists("orphan") && !c.exists("stale"), nil
+		return !c.exists(orphan) && !c.exists(stale), nil
 	})
 	if time.Since(added) < time.Second {
 		t.Errorf("orphans deleted %v after they appeared, before the 1s grace period", time.Since(added))
 	}
-	if !c.exists("foreign") {
+	if !c.exists(foreign) {
 		t.Error("a load balancer of another cluster was deleted")
 	}
 	if _, ok := c.lb(live); !ok {

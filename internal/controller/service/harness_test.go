@@ -1,9 +1,13 @@
 package service
 
 import (
+	"os"
+
 	"context"
 	"errors"
 	"fmt"
+	"github.com/go-logr/logr/funcr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"slices"
 	"testing"
 	"time"
@@ -25,7 +29,15 @@ import (
 	"github.com/stratus-ccm/stratus/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	// STRATUS_TEST_LOG=1 shows the controller's logs.
+	ctrllog.SetLogger(funcr.New(func(prefix, args string) {
+		if os.Getenv("STRATUS_TEST_LOG") != "" {
+			fmt.Fprintln(os.Stderr, prefix, args)
+		}
+	}, funcr.Options{Verbosity: 1}))
+	testenv.Main(m)
+}
 
 // harness is one running service controller against the test API server, scoped
 // to a fresh namespace (Nodes are cluster-wide; tests create their own and delete
