@@ -1,0 +1,171 @@
+package cloud
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/singleflight"
+	v1 "k8s.io/api/core/v1"
+
+	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+)
+
+// creationSlack allows for the second granularity of creation timestamps and for
+// clock skew between the API server and the manager when deciding whether a listing
+// was taken after a node was created.
+const creationSlack = 2 * time.Second
+
+// instanceCache answers instance questions from the provider's InstanceLister.
+//
+// A listing answers questions for its freshness window. Concurrent listings are
+// coalesced into one cloud call. A listing that lacks a node's instance is
+// trusted only if it started after the node object was created; otherwise (a node
+// that joined after the listing: its machine is likely newer too) the cache lists
+// again once before answering "not found". An empty listing answers nothing
+// (ErrEmptyListing), and a failed one is an error, never "gone".
+type instanceCache struct {
+	p         *Provider
+	freshness time.Duration
+	group     singleflight.Group
+
+	mu   sync.Mutex
+	snap *snapshot
+}
+
+// snapshot is one successful listing.
+type snapshot struct {
+	startedAt time.Time
+	list      []pcp.Instance
+	byID      map[string]*pcp.Instance
+	byName    map[string]*pcp.Instance
+}
+
+func newInstanceCache(p *Provider, freshness time.Duration) *instanceCache {
+	return &instanceCache{p: p, freshness: freshness}
+}
+
+func newSnapshot(startedAt time.Time, list []pcp.Instance) *snapshot {
+	s := &snapshot{
+		startedAt: startedAt,
+		list:      list,
+		byID:      make(map[string]*pcp.Instance, len(list)),
+		byName:    make(map[string]*pcp.Instance, len(list)),
+	}
+	for i := range list {
+		inst := &list[i]
+		if inst.Metadata.ProviderID != "" {
+			s.byID[inst.Metadata.ProviderID] = inst
+		}
+		if inst.Name != "" {
+			s.byName[inst.Name] = inst
+		}
+	}
+	return s
+}
+
+// find returns the node's instance: by provider ID, or by name for a node that has
+// none yet.
+func (s *snapshot) find(node *v1.Node) *pcp.Instance {
+	if node.Spec.ProviderID != "" {
+		return s.byID[node.Spec.ProviderID]
+	}
+	return s.byName[node.Name]
+}
+
+// instances returns a copy of the listing.
+func (s *snapshot) instances() []pcp.Instance {
+	out := make([]pcp.Instance, len(s.list))
+	for i, inst := range s.list {
+		out[i] = inst
+		out[i].Metadata = *copyMetadata(&inst.Metadata)
+	}
+	return out
+}
+
+// current returns a listing younger than the freshness window, listing when
+// needed.
+func (c *instanceCache) current(ctx context.Context) (*snapshot, error) {
+	c.mu.Lock()
+	snap := c.snap
+	c.mu.Unlock()
+	if snap != nil && c.p.clock.Since(snap.startedAt) < c.freshness {
+		return snap, nil
+	}
+	return c.relist(ctx, time.Time{})
+}
+
+// lookup returns the node's instance, nil when it does not exist, ErrEmptyListing
+// when the listing is empty, or the listing's error.
+func (c *instanceCache) lookup(ctx context.Context, node *v1.Node) (*pcp.Instance, error) {
+	c.mu.Lock()
+	snap := c.snap
+	c.mu.Unlock()
+	hit := snap != nil && c.p.clock.Since(snap.startedAt) < c.freshness
+	if !hit {
+		var err error
+		if snap, err = c.relist(ctx, time.Time{}); err != nil {
+			return nil, fmt.Errorf("instance of node %s: %w", node.Name, err)
+		}
+	}
+	inst := snap.find(node)
+	if inst == nil && !snap.startedAt.After(node.CreationTimestamp.Add(creationSlack)) {
+		// The listing may predate the node's machine: list again, once.
+		hit = false
+		notBefore := node.CreationTimestamp.Add(creationSlack)
+		var err error
+		if snap, err = c.relist(ctx, notBefore); err != nil {
+			return nil, fmt.Errorf("instance of node %s: %w", node.Name, err)
+		}
+		inst = snap.find(node)
+	}
+	if hit {
+		cacheHits.WithLabelValues(c.p.name).Inc()
+	} else {
+		cacheMisses.WithLabelValues(c.p.name).Inc()
+	}
+	if inst == nil && len(snap.list) == 0 {
+		return nil, fmt.Errorf("instance of node %s: provider %s: %w", node.Name, c.p.name, ErrEmptyListing)
+	}
+	return inst, nil
+}
+
+// relist returns a new listing, joining one in flight if there is one. When
+// notBefore is set and the joined listing started before it, it lists once more.
+func (c *instanceCache) relist(ctx context.Context, notBefore time.Time) (*snapshot, error) {
+	snap, err := c.listShared(ctx)
+	if err == nil && !notBefore.IsZero() && snap.startedAt.Before(notBefore) {
+		snap, err = c.listShared(ctx)
+	}
+	return snap, err
+}
+
+// listShared makes one listing for all concurrent callers. The first caller's
+// context (and so its priority) carries the call.
+func (c *instanceCache) listShared(ctx context.Context) (*snapshot, error) {
+	ch := c.group.DoChan("list", func() (any, error) {
+		lister, _ := c.p.instanceLister()
+		started := c.p.clock.Now()
+		list, err := call(ctx, c.p, "ListInstances", lister.ListInstances)
+		if err != nil {
+			return nil, fmt.Errorf("provider %s: list instances: %w", c.p.name, err)
+		}
+		snap := newSnapshot(started, list)
+		c.mu.Lock()
+		if c.snap == nil || !c.snap.startedAt.After(started) {
+			c.snap = snap
+		}
+		c.mu.Unlock()
+		return snap, nil
+	})
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		return r.Val.(*snapshot), nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("provider %s: list instances: %w", c.p.name, ctx.Err())
+	}
+}

@@ -1,0 +1,93 @@
+package cloud
+
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Outcomes of a cloud call, the "outcome" label of stratus_cloud_requests_total.
+const (
+	OutcomeSuccess              = "success"
+	OutcomeError                = "error"
+	OutcomeNotFound             = "not_found"
+	OutcomeNotImplemented       = "not_implemented"
+	OutcomeImplementedElsewhere = "implemented_elsewhere"
+	OutcomeRetryLater           = "retry_later"
+	OutcomeThrottled            = "throttled"
+	OutcomeTransient            = "transient_error"
+	OutcomeCanceled             = "canceled"
+)
+
+var (
+	requestsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stratus_cloud_requests_total",
+		Help: "Cloud provider calls made by the cloud layer, by configured provider, method and outcome. Each retry counts as a call.",
+	}, []string{"provider", "method", "outcome"})
+
+	requestDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "stratus_cloud_request_duration_seconds",
+		Help:    "Duration of cloud provider calls (without time spent waiting for the request budget).",
+		Buckets: []float64{.005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60},
+	}, []string{"provider", "method"})
+
+	budgetWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "stratus_cloud_budget_wait_seconds",
+		Help:    "Time cloud calls waited for the provider's request budget, by priority class.",
+		Buckets: []float64{.001, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+	}, []string{"provider", "priority"})
+
+	throttledTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stratus_cloud_throttled_total",
+		Help: "Cloud calls the provider reported as throttled (HTTP 429 or equivalent); each pauses the provider's budget.",
+	}, []string{"provider"})
+
+	cacheHits = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stratus_cloud_instance_cache_hits_total",
+		Help: "Instance lookups answered from a fresh instance listing without a cloud call.",
+	}, []string{"provider"})
+
+	cacheMisses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stratus_cloud_instance_cache_misses_total",
+		Help: "Instance lookups that needed an instance listing (coalesced with concurrent ones).",
+	}, []string{"provider"})
+
+	budgets = &budgetCollector{
+		desc: prometheus.NewDesc("stratus_cloud_budget_available",
+			"Requests the provider's token bucket allows right now (its burst when idle; +Inf when unlimited).",
+			[]string{"provider"}, nil),
+		byName: map[string]*budget{},
+	}
+)
+
+func init() {
+	metrics.Registry.MustRegister(requestsTotal, requestDuration, budgetWait, throttledTotal, cacheHits, cacheMisses, budgets)
+}
+
+// budgetCollector reports each provider's available tokens at scrape time, so the
+// gauge shows the bucket refilling while no calls are made.
+type budgetCollector struct {
+	desc   *prometheus.Desc
+	mu     sync.Mutex
+	byName map[string]*budget
+}
+
+// track makes name's gauge report b (the newest provider of that name wins).
+func (c *budgetCollector) track(name string, b *budget) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byName[name] = b
+}
+
+// Describe implements prometheus.Collector.
+func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+// Collect implements prometheus.Collector.
+func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for name, b := range c.byName {
+		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, b.available(), name)
+	}
+}
