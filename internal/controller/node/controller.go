@@ -1,0 +1,264 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/retry"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	"github.com/stratus-ccm/stratus/internal/cloud"
+	"github.com/stratus-ccm/stratus/internal/controller/events"
+)
+
+// Upstream names: the event source component and the event reasons. Upstream has
+// no event for a failed initialization; ReasonInitializationFailed is ours.
+const (
+	Component                  = "cloud-node-controller"
+	ReasonSynced               = "Synced"
+	ReasonInitializationFailed = "InitializationFailed"
+)
+
+// ErrNoProviderID is wrapped by the initialization error of a node whose provider
+// (through InstancesV2) reported no provider ID while the node has none: untainting
+// it would leave a node that the lifecycle and service controllers cannot match.
+var ErrNoProviderID = errors.New("cloud provider does not set node provider ID")
+
+// conflictBackoff is upstream's retry of node updates on conflict.
+var conflictBackoff = wait.Backoff{Steps: 20, Duration: 50 * time.Millisecond, Factor: 1.0, Jitter: 1.0}
+
+// Add registers the cloud node controller (initialization and label repair,
+// --concurrent-node-syncs workers) and its periodic address refresh with mgr. It
+// returns started=false, after logging why, when no provider in clouds supports
+// Instances or InstancesV2, and an error naming the option when opts is invalid.
+func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, err error) {
+	logger := mgr.GetLogger().WithName("cloud-node")
+	opts, err = opts.withDefaults()
+	if err != nil {
+		return false, fmt.Errorf("cloud node controller: %w", err)
+	}
+	if !slices.ContainsFunc(clouds.Providers(), (*cloud.Provider).HasInstances) {
+		logger.Info("Cloud node controller not started: no provider supports Instances or InstancesV2")
+		return false, nil
+	}
+	recorder, err := events.NewRecorder(mgr, Component)
+	if err != nil {
+		return false, fmt.Errorf("cloud node controller: %w", err)
+	}
+	r := &reconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), clouds: clouds, recorder: recorder}
+	c, err := controller.New("cloud-node", mgr, controller.Options{
+		Reconciler:              r,
+		MaxConcurrentReconciles: opts.Workers,
+		// The default rate limiter is upstream's: per-node exponential backoff
+		// 5ms..1000s and an overall 10 qps / burst 100 bucket.
+	})
+	if err != nil {
+		return false, fmt.Errorf("cloud node controller: %w", err)
+	}
+	if err := c.Watch(source.Kind(mgr.GetCache(), &v1.Node{}, &handler.TypedEnqueueRequestForObject[*v1.Node]{}, relevantChange())); err != nil {
+		return false, fmt.Errorf("cloud node controller: watch nodes: %w", err)
+	}
+	ref := &refresher{client: mgr.GetClient(), clouds: clouds, opts: opts}
+	if err := mgr.Add(ref); err != nil {
+		return false, fmt.Errorf("cloud node controller: address refresh: %w", err)
+	}
+	logger.Info("Cloud node controller registered", "workers", opts.Workers,
+		"statusUpdateWorkers", opts.StatusUpdateWorkers, "statusUpdateFrequency", opts.StatusUpdateFrequency)
+	return true, nil
+}
+
+// relevantChange lets through creations and the updates that can change what a
+// sync does: taints, labels, provider ID and the provided-node-ip annotation.
+// Upstream queues every update, so each kubelet status write re-runs a failing
+// initialization (and its cloud calls) regardless of the backoff (#75285).
+func relevantChange() predicate.TypedPredicate[*v1.Node] {
+	return predicate.TypedFuncs[*v1.Node]{
+		UpdateFunc: func(e event.TypedUpdateEvent[*v1.Node]) bool {
+			o, n := e.ObjectOld, e.ObjectNew
+			return !slices.Equal(o.Spec.Taints, n.Spec.Taints) ||
+				!maps.Equal(o.Labels, n.Labels) ||
+				o.Spec.ProviderID != n.Spec.ProviderID ||
+				o.Annotations[ProvidedNodeIPAnnotation] != n.Annotations[ProvidedNodeIPAnnotation]
+		},
+		DeleteFunc: func(event.TypedDeleteEvent[*v1.Node]) bool { return false },
+	}
+}
+
+// reconciler initializes tainted nodes and repairs the labels of initialized ones.
+type reconciler struct {
+	client   client.Client
+	reader   client.Reader // the API server, for re-reads after a conflict
+	clouds   *cloud.Set
+	recorder record.EventRecorder
+}
+
+// Reconcile syncs one node: initialization when it carries the uninitialized
+// taint, otherwise beta/GA label repair (no cloud call). Nodes no provider owns are
+// left alone.
+func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	node := &v1.Node{}
+	if err := r.client.Get(ctx, req.NamespacedName, node); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	p := r.clouds.ForNode(node)
+	if p == nil || !p.HasInstances() {
+		return reconcile.Result{}, nil
+	}
+	if !hasTaint(node, cloudproviderapi.TaintExternalCloudProvider) {
+		return reconcile.Result{}, r.repairLabels(ctx, node)
+	}
+	return reconcile.Result{}, r.initialize(ctx, p, node)
+}
+
+// repairLabels writes the label changes repairLabels computes, as a label-only
+// merge patch.
+func (r *reconciler) repairLabels(ctx context.Context, node *v1.Node) error {
+	changes := repairLabels(node.Labels)
+	if len(changes) == 0 {
+		return nil
+	}
+	if err := mergePatch(ctx, r.client, node, map[string]any{"metadata": map[string]any{"labels": changes}}, false); err != nil {
+		return fmt.Errorf("repair beta/GA labels of node %s: %w", node.Name, err)
+	}
+	log.FromContext(ctx).V(2).Info("Repaired beta/GA labels", "labels", changes)
+	return nil
+}
+
+// initialize fetches the node's metadata once and writes it: addresses first (so
+// that the node has its IPs when it becomes schedulable), then provider ID, labels
+// and the removal of the uninitialized taint in one patch, with every other taint
+// kept. Failures leave the taint, emit a Warning event and return the error, so
+// that the node is retried with backoff.
+func (r *reconciler) initialize(ctx context.Context, p *cloud.Provider, node *v1.Node) error {
+	logger := log.FromContext(ctx).WithValues("provider", p.Name())
+	logger.Info("Initializing node")
+	md, err := p.InstanceMetadata(cloud.WithPriority(ctx, cloud.PriorityNodeInit), node)
+	if err != nil {
+		return r.failed(node, p, "metadata", fmt.Errorf("get instance metadata of node %s from provider %s: %w", node.Name, p.Name(), err))
+	}
+	if md == nil {
+		// Upstream: no metadata yet; the node stays tainted until its next change.
+		logger.Info("Provider returned no instance metadata; node stays uninitialized")
+		return nil
+	}
+	if _, v2 := p.InstancesV2(); v2 && md.ProviderID == "" && node.Spec.ProviderID == "" {
+		return r.failed(node, p, "provider_id", fmt.Errorf("initialize node %s: %w (provider %s)", node.Name, ErrNoProviderID, p.Name()))
+	}
+	addrs, changed, err := desiredAddresses(node, md.NodeAddresses)
+	if err != nil {
+		return r.failed(node, p, "provided_node_ip", fmt.Errorf("initialize node %s: %w", node.Name, err))
+	}
+	if changed {
+		if err := patchAddresses(ctx, r.client, node, addrs); err != nil {
+			return r.failed(node, p, "write", err)
+		}
+		addressUpdates.WithLabelValues(p.Name(), "init").Inc()
+	}
+
+	first := true
+	err = retry.RetryOnConflict(conflictBackoff, func() error {
+		current := node
+		if !first {
+			// The cache may lag behind the conflicting write: ask the API server.
+			current = &v1.Node{}
+			if err := r.reader.Get(ctx, client.ObjectKeyFromObject(node), current); err != nil {
+				return err
+			}
+		}
+		first = false
+		if !hasTaint(current, cloudproviderapi.TaintExternalCloudProvider) {
+			return nil
+		}
+		labels, skipped := metadataLabels(current.Labels, md)
+		for _, s := range skipped {
+			logger.Info("Skipping additional label from the provider", "key", s.key, "value", s.value, "reason", s.reason)
+		}
+		// The taint list is replaced whole, so the patch is conditional on the
+		// version it was computed from.
+		meta := map[string]any{"resourceVersion": current.ResourceVersion, "labels": labels}
+		spec := map[string]any{"taints": withoutTaint(current.Spec.Taints, cloudproviderapi.TaintExternalCloudProvider)}
+		if current.Spec.ProviderID == "" && md.ProviderID != "" {
+			spec["providerID"] = md.ProviderID
+		}
+		return mergePatch(ctx, r.client, current, map[string]any{"metadata": meta, "spec": spec}, false)
+	})
+	if err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return r.failed(node, p, "write", fmt.Errorf("remove the uninitialized taint of node %s: %w", node.Name, err))
+	}
+	taintRemovalDelay.Observe(time.Since(node.CreationTimestamp.Time).Seconds())
+	logger.Info("Successfully initialized node")
+	r.recorder.Event(node, v1.EventTypeNormal, ReasonSynced, "Node synced successfully")
+	initialSyncDelay.Observe(time.Since(node.CreationTimestamp.Time).Seconds())
+	return nil
+}
+
+// failed reports a failed initialization and returns err for the backoff.
+func (r *reconciler) failed(node *v1.Node, p *cloud.Provider, cause string, err error) error {
+	initFailures.WithLabelValues(p.Name(), cause).Inc()
+	r.recorder.Eventf(node, v1.EventTypeWarning, ReasonInitializationFailed,
+		"Node stays tainted with %s and is retried: %v", cloudproviderapi.TaintExternalCloudProvider, err)
+	return err
+}
+
+// patchAddresses replaces the node's status.addresses with addrs (a JSON merge
+// patch replaces lists whole, so no stale entry of the same type survives).
+func patchAddresses(ctx context.Context, c client.Client, node *v1.Node, addrs []v1.NodeAddress) error {
+	if err := mergePatch(ctx, c, node, map[string]any{"status": map[string]any{"addresses": addrs}}, true); err != nil {
+		return fmt.Errorf("update addresses of node %s: %w", node.Name, err)
+	}
+	return nil
+}
+
+// mergePatch sends body as a JSON merge patch of node (of its status subresource
+// when status is true). A resourceVersion in body makes it conditional.
+func mergePatch(ctx context.Context, c client.Client, node *v1.Node, body map[string]any, status bool) error {
+	data, err := json.Marshal(body)
+	if err != nil {
+		return fmt.Errorf("encode patch of node %s: %w", node.Name, err)
+	}
+	target := &v1.Node{}
+	target.Name = node.Name
+	patch := client.RawPatch(types.MergePatchType, data)
+	if status {
+		return c.Status().Patch(ctx, target, patch)
+	}
+	return c.Patch(ctx, target, patch)
+}
+
+func hasTaint(node *v1.Node, key string) bool {
+	return slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool { return t.Key == key })
+}
+
+// withoutTaint returns taints without any taint with key (any effect), never nil
+// so that the patch writes an empty list rather than deleting nothing.
+func withoutTaint(taints []v1.Taint, key string) []v1.Taint {
+	out := make([]v1.Taint, 0, len(taints))
+	for _, t := range taints {
+		if t.Key != key {
+			out = append(out, t)
+		}
+	}
+	return out
+}
