@@ -61,11 +61,15 @@ func TestBackendChanged(t *testing.T) {
 		{"deletion timestamp", func(n *v1.Node) { n.DeletionTimestamp = &now }, true},
 		{"provider ID changed", func(n *v1.Node) { n.Spec.ProviderID = "fake://m" }, true},
 		{"provider ID unset", func(n *v1.Node) { n.Spec.ProviderID = "" }, true},
-		{"readiness", func(n *v1.Node) { n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse}} }, false},
+		{"readiness", func(n *v1.Node) {
+			n.Status.Conditions = []v1.NodeCondition{{Type: v1.NodeReady, Status: v1.ConditionFalse}}
+		}, false},
 		{"other taint", func(n *v1.Node) { n.Spec.Taints = []v1.Taint{{Key: "x"}} }, false},
 		{"other label", func(n *v1.Node) { n.Labels["a"] = "c" }, false},
 		{"cordon", func(n *v1.Node) { n.Spec.Unschedulable = true }, false},
-		{"addresses", func(n *v1.Node) { n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}} }, false},
+		{"addresses", func(n *v1.Node) {
+			n.Status.Addresses = []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.1"}}
+		}, false},
 	}
 	for _, tt := range tests {
 		old, new := base(), base()
@@ -196,6 +200,27 @@ func TestIngressEqual(t *testing.T) {
 	normalizeStatus(a)
 	if a.Ingress[0].IPMode != nil {
 		t.Error("normalizeStatus modified its argument")
+	}
+}
+
+func TestSameAddresses(t *testing.T) {
+	st := func(in ...v1.LoadBalancerIngress) *v1.LoadBalancerStatus { return &v1.LoadBalancerStatus{Ingress: in} }
+	full := st(v1.LoadBalancerIngress{IP: "1.1.1.1", IPMode: ptr.To(v1.LoadBalancerIPModeVIP), Ports: []v1.PortStatus{{Port: 80}}})
+	tests := []struct {
+		desc string
+		a, b *v1.LoadBalancerStatus
+		want bool
+	}{
+		{"less detail is no drift", st(v1.LoadBalancerIngress{IP: "1.1.1.1"}), full, true},
+		{"other IP", st(v1.LoadBalancerIngress{IP: "1.1.1.2"}), full, false},
+		{"hostname instead", st(v1.LoadBalancerIngress{Hostname: "lb.example"}), full, false},
+		{"missing entry", st(), full, false},
+		{"extra entry", st(v1.LoadBalancerIngress{IP: "1.1.1.1"}, v1.LoadBalancerIngress{IP: "::1"}), full, false},
+	}
+	for _, tt := range tests {
+		if got := sameAddresses(tt.a, tt.b); got != tt.want {
+			t.Errorf("%s: sameAddresses = %v, want %v", tt.desc, got, tt.want)
+		}
 	}
 }
 

@@ -69,8 +69,8 @@ func (p *periodic) checkDrift(ctx context.Context) {
 			continue
 		case !exists:
 			reason = "missing"
-		case status == nil || !ingressEqual(status, &svc.Status.LoadBalancer):
-			reason = "status"
+		case status == nil || !sameAddresses(status, &svc.Status.LoadBalancer):
+			reason = "address"
 		default:
 			continue
 		}

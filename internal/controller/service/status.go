@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -125,4 +126,14 @@ func normalizeStatus(s *v1.LoadBalancerStatus) *v1.LoadBalancerStatus {
 // normalization.
 func ingressEqual(a, b *v1.LoadBalancerStatus) bool {
 	return equality.Semantic.DeepEqual(normalizeStatus(a).Ingress, normalizeStatus(b).Ingress)
+}
+
+// sameAddresses compares the ingress addresses (IPs and hostnames, in order) of a
+// and b. The drift check uses it: providers commonly report less from
+// GetLoadBalancer (no ports, no ipMode) than from EnsureLoadBalancer, and that
+// must not look like drift.
+func sameAddresses(a, b *v1.LoadBalancerStatus) bool {
+	return slices.EqualFunc(a.Ingress, b.Ingress, func(x, y v1.LoadBalancerIngress) bool {
+		return x.IP == y.IP && x.Hostname == y.Hostname
+	})
 }
