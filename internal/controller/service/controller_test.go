@@ -3,8 +3,10 @@ package service
 import (
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,12 +18,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/fake"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/stratus-ccm/stratus/internal/annotation"
 	"github.com/stratus-ccm/stratus/internal/cloud"
+	"github.com/stratus-ccm/stratus/internal/testenv"
 )
 
 // CONTRACT §5.9 item 11: a class-less LB Service gets the finalizer before the
@@ -638,4 +645,126 @@ func counterValue(t *testing.T, c interface{ Write(*dto.Metric) error }) float64
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// testProviders are handed out by the "service-test" provider factory, keyed by the
+// provider's inline cloud-config, so that tests can build sets through the real
+// configuration path (cloud.Build).
+var testProviders sync.Map // string -> cloudprovider.Interface
+
+func init() {
+	cloudprovider.RegisterCloudProvider("service-test", func(config io.Reader) (cloudprovider.Interface, error) {
+		key, err := io.ReadAll(config)
+		if err != nil {
+			return nil, err
+		}
+		p, ok := testProviders.Load(string(key))
+		if !ok {
+			return nil, fmt.Errorf("no test provider %q", key)
+		}
+		return p.(cloudprovider.Interface), nil
+	})
+}
+
+func buildSet(t *testing.T, cfg cloud.Config, providers map[string]cloudprovider.Interface) *cloud.Set {
+	t.Helper()
+	for i, pc := range cfg.Providers {
+		key := t.Name() + "/" + pc.Name
+		testProviders.Store(key, providers[pc.Name])
+		t.Cleanup(func() { testProviders.Delete(key) })
+		cfg.Providers[i].Type, cfg.Providers[i].CloudConfig = "service-test", key
+	}
+	set, err := cloud.Build(cfg)
+	if err != nil {
+		t.Fatalf("build cloud set: %v", err)
+	}
+	return set
+}
+
+// The classes difference: class-less Services go to the default load balancer
+// provider, a mapped class to its provider, and an unmapped class or a class
+// mapped to a provider without load balancers is left alone. Backends are the
+// cluster's nodes whoever owns them (hybrid clusters).
+func TestClasses(t *testing.T) {
+	def, classy := newTestCloud(), newTestCloud()
+	classy.Provider = "classy"
+	set := buildSet(t, cloud.Config{
+		Providers: []cloud.ProviderConfig{
+			{Name: "default"},
+			{Name: "classy", LoadBalancerClasses: []string{"example.com/classy"}},
+			{Name: "nolb", LoadBalancerClasses: []string{"example.com/nolb"}},
+		},
+		DefaultNodeProvider:         "default",
+		DefaultLoadBalancerProvider: "default",
+	}, map[string]cloudprovider.Interface{
+		"default": def,
+		"classy":  classy,
+		"nolb":    &fake.Cloud{Provider: "nolb", DisableLoadBalancers: true},
+	})
+	h := start(t, def, set, Options{})
+	h.createNodes(0, 1)
+	h.createNodes(1, 2, func(n *v1.Node) { n.Spec.ProviderID = "classy://" + n.Name })
+	h.createNodes(2, 3, func(n *v1.Node) { n.Spec.ProviderID = "unknown://" + n.Name })
+
+	plain := h.waitIngress(h.createService(lbService("plain")).Name, 30*time.Second)
+	withClass := h.waitIngress(h.createService(lbService("classy", func(s *v1.Service) {
+		s.Spec.LoadBalancerClass = ptr.To("example.com/classy")
+	})).Name, 30*time.Second)
+	h.createService(lbService("nolb", func(s *v1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/nolb") }))
+	h.createService(lbService("unmapped", func(s *v1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/unmapped") }))
+
+	if _, ok := def.lb(plain); !ok {
+		t.Error("class-less Service not served by the default provider")
+	}
+	if _, ok := classy.lb(plain); ok {
+		t.Error("class-less Service served by the class provider")
+	}
+	if _, ok := classy.lb(withClass); !ok {
+		t.Error("Service of a mapped class not served by its provider")
+	}
+	if _, ok := def.lb(withClass); ok {
+		t.Error("Service of a mapped class served by the default provider")
+	}
+	if diff := cmp.Diff(h.names(0, 1, 2), classy.hosts(withClass)); diff != "" {
+		t.Errorf("backends of the class load balancer (-want +got):\n%s", diff)
+	}
+	h.consistently(2*time.Second, "Services of unserved classes untouched", func() bool {
+		for _, name := range []string{"nolb", "unmapped"} {
+			s := h.getService(name)
+			if len(s.Finalizers)+len(s.Status.LoadBalancer.Ingress)+len(s.Status.Conditions) > 0 {
+				return false
+			}
+		}
+		return def.count("ensure") == 1 && classy.count("ensure") == 1
+	})
+	for _, name := range []string{"nolb", "unmapped"} {
+		if r := h.eventReasons(name); len(r) != 0 {
+			t.Errorf("events on %s: %v", name, r)
+		}
+	}
+}
+
+// Add: not started without any load-balancer provider; invalid options name the
+// option.
+func TestAdd(t *testing.T) {
+	env := testenv.Get(t)
+	newMgr := func() manager.Manager {
+		mgr, err := manager.New(env.Config, manager.Options{
+			Metrics:                metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress: "0",
+			Controller:             config.Controller{SkipNameValidation: ptr.To(true)},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mgr
+	}
+	nolb := cloud.Single(cloud.NewProvider("nolb", &fake.Cloud{DisableLoadBalancers: true}))
+	if started, err := Add(newMgr(), nolb, Options{}); started || err != nil {
+		t.Errorf("Add without load balancer support = %v, %v; want false, nil", started, err)
+	}
+	withLB := cloud.Single(cloud.NewProvider("fake", newTestCloud()))
+	if started, err := Add(newMgr(), withLB, Options{Workers: -1}); started || err == nil || !strings.Contains(err.Error(), "--concurrent-service-syncs") {
+		t.Errorf("Add with Workers -1 = %v, %v; want an error naming --concurrent-service-syncs", started, err)
+	}
 }
