@@ -1,0 +1,129 @@
+package manager
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/stratus-ccm/stratus/internal/cloud"
+)
+
+// ManagerConfig API version and kind, as written in the --config file.
+const (
+	ConfigAPIVersion = "stratus.io/v1alpha1"
+	ConfigKind       = "ManagerConfig"
+)
+
+// ManagerConfig is the --config file: the provider composition (cloud.Config,
+// inline) and settings that have no upstream flag.
+//
+//	apiVersion: stratus.io/v1alpha1
+//	kind: ManagerConfig
+//	providers:
+//	- name: aws
+//	  type: aws
+//	  cloudConfigFile: /etc/stratus/aws.conf
+//	defaultNodeProvider: aws
+//	shutdownGracePeriod: 30s
+type ManagerConfig struct {
+	metav1.TypeMeta `json:",inline"`
+	// Config is the provider composition: providers, defaults, routesProvider.
+	cloud.Config `json:",inline"`
+	// ShutdownGracePeriod is how long in-flight work may take after SIGTERM before
+	// it is cancelled (default 30s).
+	ShutdownGracePeriod *metav1.Duration `json:"shutdownGracePeriod,omitempty"`
+	// Service holds service controller settings without an upstream flag.
+	Service ServiceSettings `json:"service,omitempty"`
+	// Route holds route controller settings without an upstream flag.
+	Route RouteSettings `json:"route,omitempty"`
+}
+
+// ServiceSettings are the service controller's stratus-only settings; unset
+// fields take the controller's defaults.
+type ServiceSettings struct {
+	// NodeUpdateWindow gathers node changes before backends are updated.
+	NodeUpdateWindow *metav1.Duration `json:"nodeUpdateWindow,omitempty"`
+	// OrphanGracePeriod is how long a load balancer without its Service is kept.
+	OrphanGracePeriod *metav1.Duration `json:"orphanGracePeriod,omitempty"`
+}
+
+// RouteSettings are the route controller's stratus-only settings; unset fields
+// take the controller's defaults.
+type RouteSettings struct {
+	// ResyncPeriod is how often routes are fully reconciled without node changes.
+	ResyncPeriod *metav1.Duration `json:"resyncPeriod,omitempty"`
+	// MaxConcurrentOps caps route creations and deletions in flight.
+	MaxConcurrentOps int `json:"maxConcurrentOps,omitempty"`
+}
+
+// DefaultShutdownGracePeriod bounds the shutdown after SIGTERM.
+const DefaultShutdownGracePeriod = 30 * time.Second
+
+// ErrConfig marks a --config file that cannot be used.
+var ErrConfig = errors.New("invalid --config file")
+
+// LoadConfig reads and validates the ManagerConfig at path. Unknown fields, a
+// wrong apiVersion or kind, and invalid values are errors naming the file and the
+// field.
+func LoadConfig(path string) (*ManagerConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrConfig, path, err)
+	}
+	cfg, err := ParseConfig(data)
+	if err != nil {
+		return nil, fmt.Errorf("%w %s: %w", ErrConfig, path, err)
+	}
+	return cfg, nil
+}
+
+// ParseConfig decodes a ManagerConfig strictly (unknown and duplicate fields are
+// errors) and validates it.
+func ParseConfig(data []byte) (*ManagerConfig, error) {
+	var cfg ManagerConfig
+	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+		return nil, err
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// validate checks the stratus-only fields and the composition.
+func (c *ManagerConfig) validate() error {
+	var errs []error
+	if c.APIVersion != ConfigAPIVersion {
+		errs = append(errs, fmt.Errorf("apiVersion %q: want %q", c.APIVersion, ConfigAPIVersion))
+	}
+	if c.Kind != ConfigKind {
+		errs = append(errs, fmt.Errorf("kind %q: want %q", c.Kind, ConfigKind))
+	}
+	for _, d := range []struct {
+		field string
+		value *metav1.Duration
+	}{
+		{"shutdownGracePeriod", c.ShutdownGracePeriod},
+		{"service.nodeUpdateWindow", c.Service.NodeUpdateWindow},
+		{"service.orphanGracePeriod", c.Service.OrphanGracePeriod},
+		{"route.resyncPeriod", c.Route.ResyncPeriod},
+	} {
+		if d.value != nil && d.value.Duration < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.field, d.value.Duration))
+		}
+	}
+	if c.Route.MaxConcurrentOps < 0 {
+		errs = append(errs, fmt.Errorf("route.maxConcurrentOps must not be negative, got %d", c.Route.MaxConcurrentOps))
+	}
+	// A file without providers only carries stratus settings for --cloud-provider.
+	if len(c.Providers) > 0 {
+		if err := c.Config.Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}

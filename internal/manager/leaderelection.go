@@ -1,0 +1,86 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// leaderWatchdogTolerance is how long past the lease duration a leader may go
+// without renewing before /healthz fails; upstream uses 20s.
+const leaderWatchdogTolerance = 20 * time.Second
+
+// watchedLock is the Lease lock with a record of this replica's last successful
+// write, so that /healthz can report a leader that is stuck and no longer
+// renewing (upstream's leader-election watchdog).
+type watchedLock struct {
+	resourcelock.Interface
+
+	mu        sync.Mutex
+	lastWrite time.Time
+}
+
+// newLeaseLock returns the --leader-elect-resource-namespace/name Lease lock with
+// identity <hostname>_<uuid>, as upstream.
+func newLeaseLock(o *Options, cfg *rest.Config) (*watchedLock, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		return nil, fmt.Errorf("leader election identity: %w", err)
+	}
+	lock, err := resourcelock.NewFromKubeconfig(resourcelock.LeasesResourceLock, o.ResourceNamespace, o.ResourceName,
+		resourcelock.ResourceLockConfig{Identity: host + "_" + uuid.NewString()},
+		rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election"), o.RenewDeadline)
+	if err != nil {
+		return nil, fmt.Errorf("leader election lock %s/%s: %w", o.ResourceNamespace, o.ResourceName, err)
+	}
+	return &watchedLock{Interface: lock}, nil
+}
+
+// Create records a successful acquisition.
+func (l *watchedLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Create(ctx, ler)
+	l.record(err)
+	return err
+}
+
+// Update records a successful renewal.
+func (l *watchedLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	err := l.Interface.Update(ctx, ler)
+	l.record(err)
+	return err
+}
+
+func (l *watchedLock) record(err error) {
+	if err != nil {
+		return
+	}
+	l.mu.Lock()
+	l.lastWrite = time.Now()
+	l.mu.Unlock()
+}
+
+// checker fails while this replica leads (elected is closed) but has not renewed
+// the lease for longer than the lease duration plus the tolerance.
+func (l *watchedLock) checker(elected <-chan struct{}, leaseDuration time.Duration) func(*http.Request) error {
+	return func(*http.Request) error {
+		select {
+		case <-elected:
+		default:
+			return nil // standby: healthy
+		}
+		l.mu.Lock()
+		last := l.lastWrite
+		l.mu.Unlock()
+		if since := time.Since(last); since > leaseDuration+leaderWatchdogTolerance {
+			return fmt.Errorf("leader has not renewed the lease for %s", since.Round(time.Second))
+		}
+		return nil
+	}
+}

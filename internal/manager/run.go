@@ -1,0 +1,268 @@
+package manager
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/controller-manager/pkg/clientbuilder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/stratus-ccm/stratus/internal/cloud"
+)
+
+// UserAgent is the API client name of the manager, as upstream's.
+const UserAgent = "cloud-controller-manager"
+
+// ErrLeaderElectionLost is returned by Run when this replica lost the lease; the
+// process should exit so that it restarts as a standby.
+var ErrLeaderElectionLost = errors.New("leader election lost")
+
+// Run validates o (and the --config file it names), builds the providers, and runs
+// the manager until ctx is cancelled (SIGTERM: controllers stop, in-flight work
+// finishes or is cancelled within the shutdown grace period, the lease is
+// released) or the lease is lost (ErrLeaderElectionLost). Nothing starts when the
+// configuration is invalid.
+func Run(ctx context.Context, o *Options) error {
+	logger := log.FromContext(ctx).WithName("manager")
+	var cfg *ManagerConfig
+	if o.ConfigFile != "" {
+		var err error
+		if cfg, err = LoadConfig(o.ConfigFile); err != nil {
+			return err
+		}
+	}
+	if err := o.Validate(cfg); err != nil {
+		return err
+	}
+	o.WarnIgnoredFlags(logger)
+
+	restCfg, err := o.restConfig()
+	if err != nil {
+		return err
+	}
+	clouds, err := o.buildClouds(cfg)
+	if err != nil {
+		return err
+	}
+	mgr, err := o.newManager(ctx, restCfg, cfg, clouds, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info("starting", "providers", providerNames(clouds), "leaderElection", o.LeaderElect)
+	if err := mgr.Start(ctx); err != nil {
+		// controller-runtime reports a lost lease as a plain error with this text.
+		if err.Error() == ErrLeaderElectionLost.Error() {
+			return ErrLeaderElectionLost
+		}
+		return fmt.Errorf("manager: %w", err)
+	}
+	logger.Info("stopped")
+	return nil
+}
+
+// restConfig builds the API client configuration from --master/--kubeconfig
+// (in-cluster when both are empty) with --kube-api-qps, --kube-api-burst and
+// --kube-api-content-type.
+func (o *Options) restConfig() (*rest.Config, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags(o.Master, o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("--kubeconfig %q / --master %q: %w", o.Kubeconfig, o.Master, err)
+	}
+	cfg.DisableCompression = true
+	cfg.ContentType = o.KubeAPIContentType
+	cfg.QPS = o.KubeAPIQPS
+	cfg.Burst = o.KubeAPIBurst
+	return rest.AddUserAgent(cfg, UserAgent), nil
+}
+
+// delegationConfig is the API server that reviews tokens and authorizes requests
+// to the secure port.
+func (o *Options) delegationConfig(main *rest.Config) (*rest.Config, error) {
+	path := o.AuthorizationKubeconfig
+	if path == "" {
+		path = o.AuthenticationKubeconfig
+	}
+	if path == "" {
+		return main, nil
+	}
+	cfg, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		return nil, fmt.Errorf("--authentication-kubeconfig/--authorization-kubeconfig %s: %w", path, err)
+	}
+	return rest.AddUserAgent(cfg, UserAgent), nil
+}
+
+// buildClouds opens the providers: the --config composition, or the single
+// --cloud-provider with --cloud-config.
+func (o *Options) buildClouds(cfg *ManagerConfig) (*cloud.Set, error) {
+	cc := cloud.FromFlags(o.CloudProvider, o.CloudConfig)
+	if cfg != nil && len(cfg.Providers) > 0 {
+		cc = cfg.Config
+	}
+	set, err := cloud.Build(cc)
+	if err != nil {
+		if o.CloudProvider != "" {
+			return nil, fmt.Errorf("--cloud-provider %s: %w", o.CloudProvider, err)
+		}
+		return nil, fmt.Errorf("--config %s: %w", o.ConfigFile, err)
+	}
+	return set, nil
+}
+
+func providerNames(clouds *cloud.Set) []string {
+	var names []string
+	for _, p := range clouds.Providers() {
+		names = append(names, p.Name())
+	}
+	return names
+}
+
+// newManager builds the controller-runtime manager with leader election, the
+// secure server, and the runnable that initializes the providers and starts the
+// controllers once this replica leads.
+func (o *Options) newManager(ctx context.Context, restCfg *rest.Config, cfg *ManagerConfig, clouds *cloud.Set, logger logr.Logger) (manager.Manager, error) {
+	grace := DefaultShutdownGracePeriod
+	if cfg != nil && cfg.ShutdownGracePeriod != nil && cfg.ShutdownGracePeriod.Duration > 0 {
+		grace = cfg.ShutdownGracePeriod.Duration
+	}
+	syncPeriod := o.resyncPeriod()
+	mo := manager.Options{
+		Scheme:                        scheme.Scheme,
+		Logger:                        logger,
+		Cache:                         cache.Options{SyncPeriod: &syncPeriod},
+		Metrics:                       metricsserver.Options{BindAddress: "0"}, // served by secureServer
+		HealthProbeBindAddress:        "0",                                     // served by secureServer
+		LeaderElection:                o.LeaderElect,
+		LeaseDuration:                 &o.LeaseDuration,
+		RenewDeadline:                 &o.RenewDeadline,
+		RetryPeriod:                   &o.RetryPeriod,
+		LeaderElectionID:              o.ResourceName,
+		LeaderElectionNamespace:       o.ResourceNamespace,
+		LeaderElectionReleaseOnCancel: true,
+		GracefulShutdownTimeout:       &grace,
+		BaseContext:                   func() context.Context { return ctx },
+	}
+	var lock *watchedLock
+	if o.LeaderElect {
+		var err error
+		if lock, err = newLeaseLock(o, restCfg); err != nil {
+			return nil, err
+		}
+		mo.LeaderElectionResourceLockInterface = lock
+	}
+	mgr, err := manager.New(restCfg, mo)
+	if err != nil {
+		return nil, fmt.Errorf("manager: %w", err)
+	}
+
+	health := newHealthChecks()
+	if lock != nil {
+		health.add("leaderElection", lock.checker(mgr.Elected(), o.LeaseDuration))
+	}
+	authCfg, err := o.delegationConfig(restCfg)
+	if err != nil {
+		return nil, err
+	}
+	srv, err := newSecureServer(o, mgr, authCfg, health, logger.WithName("serving"))
+	if err != nil {
+		return nil, err
+	}
+	if srv != nil {
+		if err := mgr.Add(srv); err != nil {
+			return nil, err
+		}
+	}
+	starter := &controllerStarter{opts: o, cfg: cfg, mgr: mgr, clouds: clouds, restCfg: restCfg, health: health, log: logger}
+	if err := mgr.Add(starter); err != nil {
+		return nil, err
+	}
+	return mgr, nil
+}
+
+// resyncPeriod is upstream's informer resync: random in [--min-resync-period, 2×).
+func (o *Options) resyncPeriod() time.Duration {
+	return o.MinResyncPeriod + time.Duration(rand.Float64()*float64(o.MinResyncPeriod))
+}
+
+// controllerStarter runs on the leader only: it initializes the providers (with a
+// client builder and, for providers that want one, a shared informer factory),
+// then adds the enabled controllers to the running manager, then starts the
+// informers — upstream's order.
+type controllerStarter struct {
+	opts    *Options
+	cfg     *ManagerConfig
+	mgr     manager.Manager
+	clouds  *cloud.Set
+	restCfg *rest.Config
+	health  *healthChecks
+	log     logr.Logger
+}
+
+// NeedLeaderElection is true: providers are initialized and controllers run on
+// the leader only.
+func (s *controllerStarter) NeedLeaderElection() bool { return true }
+
+// Start initializes the providers and starts the controllers; it returns when ctx
+// is done and the informers have stopped.
+func (s *controllerStarter) Start(ctx context.Context) error {
+	builder := clientbuilder.SimpleControllerClientBuilder{ClientConfig: s.restCfg}
+	for _, p := range s.clouds.Providers() {
+		s.log.Info("initializing provider", "provider", p.Name())
+		p.Initialize(builder, ctx.Done())
+	}
+	client, err := builder.Client("shared-informers")
+	if err != nil {
+		return fmt.Errorf("shared informers client: %w", err)
+	}
+	factory := informers.NewSharedInformerFactory(client, s.opts.resyncPeriod())
+	for _, p := range s.clouds.Providers() {
+		if u, ok := p.Raw().(cloudprovider.InformerUser); ok {
+			u.SetInformers(factory)
+		}
+	}
+	if err := s.startControllers(); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	<-ctx.Done()
+	factory.Shutdown()
+	return nil
+}
+
+// startControllers adds every enabled controller and a health check for each one
+// that started.
+func (s *controllerStarter) startControllers() error {
+	for _, c := range controllerTable {
+		name := c.name
+		if !controllerEnabled(name, s.opts.Controllers) {
+			s.log.Info("controller is disabled by --controllers", "controller", name)
+			continue
+		}
+		started, err := c.add(s.mgr, s.clouds, s.opts, s.cfg, s.log.WithValues("controller", name))
+		if err != nil {
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		if !started {
+			s.log.Info("WARNING: controller is enabled but was not started", "controller", name)
+			continue
+		}
+		s.log.Info("started controller", "controller", name)
+		// As upstream, a started controller's check is a ping: it is registered
+		// once the controller runs.
+		s.health.add(name, func(*http.Request) error { return nil })
+	}
+	return nil
+}

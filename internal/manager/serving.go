@@ -1,0 +1,217 @@
+package manager
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"maps"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/cert"
+	"k8s.io/client-go/util/keyutil"
+	cliflag "k8s.io/component-base/cli/flag"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
+)
+
+// healthPaths are served without authentication or authorization, as upstream's
+// --authorization-always-allow-paths default.
+var healthPaths = []string{"/healthz", "/readyz", "/livez"}
+
+// selfSignedPairName is the base name of the generated serving certificate in
+// --cert-dir, as upstream names it.
+const selfSignedPairName = "cloud-controller-manager"
+
+// healthChecks is the set of named checks behind /healthz, /readyz and /livez.
+// Checks may be added while the server runs (controllers start after leadership
+// is acquired).
+type healthChecks struct {
+	mu     sync.RWMutex
+	checks map[string]healthz.Checker
+}
+
+func newHealthChecks() *healthChecks {
+	return &healthChecks{checks: map[string]healthz.Checker{"ping": healthz.Ping}}
+}
+
+// add registers a check; the name is also its sub-path (/healthz/<name>).
+func (h *healthChecks) add(name string, check healthz.Checker) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.checks[name] = check
+}
+
+// ServeHTTP serves the aggregate at "/" and single checks at "/<name>", through
+// controller-runtime's healthz handler over a snapshot of the checks.
+func (h *healthChecks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.RLock()
+	snapshot := maps.Clone(h.checks)
+	h.mu.RUnlock()
+	(&healthz.Handler{Checks: snapshot}).ServeHTTP(w, r)
+}
+
+// secureServer serves the health paths anonymously and everything else (/metrics)
+// behind delegated authentication (TokenReview) and authorization
+// (SubjectAccessReview). It runs on every replica, leader or not.
+type secureServer struct {
+	listener net.Listener
+	server   *http.Server
+	log      logr.Logger
+}
+
+// newSecureServer binds --bind-address:--secure-port (so a busy port is a
+// start-up error) and prepares the TLS configuration. It returns nil when
+// --secure-port is 0. Runnables it needs (a certificate watcher) are added to mgr.
+func newSecureServer(o *Options, mgr manager.Manager, authCfg *rest.Config, health http.Handler, log logr.Logger) (*secureServer, error) {
+	if o.SecurePort == 0 {
+		log.Info("secure serving disabled (--secure-port=0): no /healthz and no /metrics")
+		return nil, nil
+	}
+	tlsCfg, err := o.tlsConfig(mgr, log)
+	if err != nil {
+		return nil, err
+	}
+	httpClient, err := rest.HTTPClientFor(authCfg)
+	if err != nil {
+		return nil, fmt.Errorf("delegated authentication client: %w", err)
+	}
+	filter, err := filters.WithAuthenticationAndAuthorization(authCfg, httpClient)
+	if err != nil {
+		return nil, fmt.Errorf("delegated authentication and authorization: %w", err)
+	}
+	protected := http.NewServeMux()
+	protected.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	guarded, err := filter(log.WithName("authn"), protected)
+	if err != nil {
+		return nil, fmt.Errorf("delegated authentication and authorization: %w", err)
+	}
+
+	mux := http.NewServeMux()
+	for _, p := range healthPaths {
+		h := http.StripPrefix(p, health)
+		mux.Handle(p, h)
+		mux.Handle(p+"/", h)
+	}
+	mux.Handle("/", guarded)
+
+	addr := net.JoinHostPort(o.BindAddress, strconv.Itoa(o.SecurePort))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--secure-port %d: listen on %s: %w", o.SecurePort, addr, err)
+	}
+	return &secureServer{
+		listener: tls.NewListener(ln, tlsCfg),
+		server: &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: 32 * time.Second,
+		},
+		log: log,
+	}, nil
+}
+
+// Start serves until ctx is done, then shuts down gracefully.
+func (s *secureServer) Start(ctx context.Context) error {
+	s.log.Info("serving securely", "address", s.listener.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- s.server.Serve(s.listener) }()
+	select {
+	case err := <-errc:
+		return fmt.Errorf("secure serving on %s: %w", s.listener.Addr(), err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.server.Shutdown(shutdownCtx); err != nil {
+		return fmt.Errorf("stop secure serving: %w", err)
+	}
+	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}
+
+// NeedLeaderElection is false: standbys serve health and metrics too.
+func (s *secureServer) NeedLeaderElection() bool { return false }
+
+// tlsConfig returns the serving TLS configuration: the given certificate files
+// (reloaded when they change), or a self-signed certificate for localhost, kept in
+// --cert-dir when set and in memory otherwise.
+func (o *Options) tlsConfig(mgr manager.Manager, log logr.Logger) (*tls.Config, error) {
+	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
+	if o.TLSMinVersion != "" {
+		v, err := cliflag.TLSVersion(o.TLSMinVersion)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-min-version: %w", err)
+		}
+		cfg.MinVersion = v
+	}
+	if len(o.TLSCipherSuites) > 0 {
+		suites, err := cliflag.TLSCipherSuites(o.TLSCipherSuites)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cipher-suites: %w", err)
+		}
+		cfg.CipherSuites = suites
+	}
+	if o.TLSCertFile != "" {
+		w, err := certwatcher.New(o.TLSCertFile, o.TLSPrivateKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--tls-cert-file %s / --tls-private-key-file %s: %w", o.TLSCertFile, o.TLSPrivateKeyFile, err)
+		}
+		if err := mgr.Add(w); err != nil {
+			return nil, err
+		}
+		cfg.GetCertificate = w.GetCertificate
+		return cfg, nil
+	}
+	pair, err := selfSignedCert(o.CertDir, log)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Certificates = []tls.Certificate{pair}
+	return cfg, nil
+}
+
+// selfSignedCert returns the certificate kept in dir, or generates one for
+// localhost and 127.0.0.1 (and writes it to dir when dir is set).
+func selfSignedCert(dir string, log logr.Logger) (tls.Certificate, error) {
+	var certPath, keyPath string
+	if dir != "" {
+		certPath = filepath.Join(dir, selfSignedPairName+".crt")
+		keyPath = filepath.Join(dir, selfSignedPairName+".key")
+		if ok, err := cert.CanReadCertAndKey(certPath, keyPath); err != nil {
+			return tls.Certificate{}, fmt.Errorf("--cert-dir %s: %w", dir, err)
+		} else if ok {
+			pair, err := tls.LoadX509KeyPair(certPath, keyPath)
+			if err != nil {
+				return tls.Certificate{}, fmt.Errorf("--cert-dir %s: %w", dir, err)
+			}
+			return pair, nil
+		}
+	}
+	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey("localhost", []net.IP{net.ParseIP("127.0.0.1")}, nil)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("generate self-signed serving certificate: %w", err)
+	}
+	if dir != "" {
+		if err := cert.WriteCert(certPath, certPEM); err != nil {
+			return tls.Certificate{}, fmt.Errorf("--cert-dir %s: %w", dir, err)
+		}
+		if err := keyutil.WriteKey(keyPath, keyPEM); err != nil {
+			return tls.Certificate{}, fmt.Errorf("--cert-dir %s: %w", dir, err)
+		}
+		log.Info("generated self-signed serving certificate", "cert", certPath)
+	}
+	return tls.X509KeyPair(certPEM, keyPEM)
+}
