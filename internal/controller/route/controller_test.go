@@ -222,6 +222,10 @@ func (h *harness) deleteNodes() {
 // optionally extra status conditions.
 func (h *harness) createNode(name, ip string, cidrs []string, conds ...v1.NodeCondition) *v1.Node {
 	h.t.Helper()
+	return h.create(newNode(name, ip, cidrs, conds...))
+}
+
+func newNode(name, ip string, cidrs []string, conds ...v1.NodeCondition) *v1.Node {
 	n := &v1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{testLabel: "true"}},
 		Spec:       v1.NodeSpec{PodCIDRs: cidrs},
@@ -230,14 +234,20 @@ func (h *harness) createNode(name, ip string, cidrs []string, conds ...v1.NodeCo
 	if len(cidrs) > 0 {
 		n.Spec.PodCIDR = cidrs[0]
 	}
+	return n
+}
+
+// create creates n, with its status.
+func (h *harness) create(n *v1.Node) *v1.Node {
+	h.t.Helper()
 	created, err := h.cs.CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{})
 	if err != nil {
-		h.t.Fatalf("create node %s: %v", name, err)
+		h.t.Fatalf("create node %s: %v", n.Name, err)
 	}
-	if len(conds) > 0 && len(created.Status.Conditions) == 0 {
-		created.Status.Conditions = conds
+	if len(n.Status.Conditions) > 0 && len(created.Status.Conditions) == 0 {
+		created.Status.Conditions = n.Status.Conditions
 		if created, err = h.cs.CoreV1().Nodes().UpdateStatus(context.Background(), created, metav1.UpdateOptions{}); err != nil {
-			h.t.Fatalf("set conditions of node %s: %v", name, err)
+			h.t.Fatalf("set conditions of node %s: %v", n.Name, err)
 		}
 	}
 	return created
@@ -524,5 +534,23 @@ func TestAdd(t *testing.T) {
 				t.Errorf("Add error %v is not ErrNoClusterCIDR", err)
 			}
 		})
+	}
+}
+
+func TestForeignNodeLeftAlone(t *testing.T) {
+	tc := newTestCloud()
+	// Another cloud's node with a route in the cluster CIDR (programmed by
+	// somebody else): not ours to delete or to report on.
+	tc.seed(&cloudprovider.Route{Name: "theirs", TargetNode: "foreign", DestinationCIDR: "10.120.20.0/24"})
+	h := start(t, tc, defaultTestOptions())
+	foreign := newNode("foreign", "10.0.0.20", []string{"10.120.21.0/24"})
+	foreign.Spec.ProviderID = "othercloud://machine-1"
+	h.create(foreign)
+	// A node of ours joining afterwards proves a reconcile ran after both.
+	h.createNode("ours", "10.0.0.21", []string{"10.120.22.0/24"})
+	h.waitCondition("ours", v1.ConditionFalse, ReasonRouteCreated)
+	h.waitRoutes("theirs: foreign 10.120.20.0/24 ", created("ours", "10.120.22.0/24", "10.0.0.21"))
+	if c := networkCondition(h.node("foreign")); c != nil {
+		t.Errorf("foreign node got %+v", c)
 	}
 }

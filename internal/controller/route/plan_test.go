@@ -1,9 +1,11 @@
 package route
 
 import (
+	"errors"
 	"net/netip"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -407,5 +409,36 @@ func TestRoutesAffected(t *testing.T) {
 		if got := routesAffected(base, updated); got != tt.want {
 			t.Errorf("%s: routesAffected = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+func TestForEachCapsConcurrency(t *testing.T) {
+	const items, limit = 20, 3
+	var mu sync.Mutex
+	inFlight, peak, calls := 0, 0, 0
+	release := make(chan struct{})
+	errs := forEach(make([]int, items), limit, func(int) error {
+		mu.Lock()
+		inFlight++
+		calls++
+		peak = max(peak, inFlight)
+		if inFlight == limit && calls == limit {
+			close(release) // the cap is reached: let everybody finish
+		}
+		mu.Unlock()
+		<-release
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+		if calls%2 == 0 {
+			return errors.New("odd")
+		}
+		return nil
+	})
+	if peak != limit {
+		t.Errorf("peak concurrency = %d, want %d", peak, limit)
+	}
+	if len(errs) != items || calls != items {
+		t.Errorf("%d results for %d calls, want %d", len(errs), calls, items)
 	}
 }
