@@ -238,14 +238,38 @@ func (r *reconciler) sync(ctx context.Context) (changed bool, err error) {
 	condErrs := forEach(targets, r.opts.MaxConcurrentOps, func(n *v1.Node) error {
 		return r.setNetworkUnavailable(ctx, n, networkUnavailable(p.nodes[n.Name]))
 	})
-	return changed, errors.Join(errors.Join(deleteErrs...), errors.Join(createErrs...), errors.Join(condErrs...))
+	return changed, errors.Join(
+		summarize("route deletions", deleteErrs),
+		summarize("route creations", createErrs),
+		summarize("NetworkUnavailable writes", condErrs))
+}
+
+// summarize turns the results of many operations into one error that stays short
+// at thousands of nodes: how many failed, and the first failure. Each failure is
+// logged where it happens.
+func summarize(what string, errs []error) error {
+	var first error
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	if failed == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d of %d %s failed, first: %w", failed, len(errs), what, first)
 }
 
 func (r *reconciler) deleteRoute(ctx context.Context, rt *cloudprovider.Route) error {
 	logger := log.FromContext(ctx).WithValues("route", rt.Name, "destination", rt.DestinationCIDR, "node", rt.TargetNode)
 	start := time.Now()
 	if err := r.routes.DeleteRoute(ctx, r.opts.ClusterName, rt); err != nil {
-		return fmt.Errorf("delete route %s %s of node %q after %v: %w", rt.Name, rt.DestinationCIDR, rt.TargetNode, time.Since(start), err)
+		logger.Error(err, "Could not delete route", "after", time.Since(start))
+		return fmt.Errorf("delete route %s %s of node %q: %w", rt.Name, rt.DestinationCIDR, rt.TargetNode, err)
 	}
 	logger.Info("Deleted route", "blackhole", rt.Blackhole, "after", time.Since(start))
 	return nil
@@ -258,6 +282,8 @@ func (r *reconciler) createRoute(ctx context.Context, c creation) error {
 			c.nameHint, c.route.DestinationCIDR, c.node.Name, time.Since(start), err)
 		r.recorder.Event(&v1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: c.node.Name, UID: c.node.UID},
 			v1.EventTypeWarning, ReasonFailedToCreateRoute, msg)
+		log.FromContext(ctx).Error(err, "Could not create route", "node", c.node.Name,
+			"destination", c.route.DestinationCIDR, "nameHint", c.nameHint, "after", time.Since(start))
 		return fmt.Errorf("create route %s for node %s: %w", c.route.DestinationCIDR, c.node.Name, err)
 	}
 	log.FromContext(ctx).Info("Created route", "node", c.node.Name, "destination", c.route.DestinationCIDR,
@@ -305,6 +331,7 @@ func (r *reconciler) setNetworkUnavailable(ctx context.Context, node *v1.Node, u
 		return nil // deleted meanwhile; its routes go in the next reconcile
 	}
 	if err != nil {
+		log.FromContext(ctx).Error(err, "Could not set NetworkUnavailable", "node", node.Name, "status", want.Status)
 		return fmt.Errorf("set NetworkUnavailable=%s on node %s: %w", want.Status, node.Name, err)
 	}
 	log.FromContext(ctx).Info("Set NetworkUnavailable", "node", node.Name, "status", want.Status, "reason", want.Reason)

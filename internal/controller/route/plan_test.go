@@ -442,3 +442,14 @@ func TestForEachCapsConcurrency(t *testing.T) {
 		t.Errorf("%d results for %d calls, want %d", len(errs), calls, items)
 	}
 }
+
+func TestSummarize(t *testing.T) {
+	if err := summarize("ops", []error{nil, nil}); err != nil {
+		t.Errorf("summarize of successes = %v", err)
+	}
+	boom := errors.New("boom")
+	err := summarize("route creations", []error{nil, boom, errors.New("bang")})
+	if !errors.Is(err, boom) || err.Error() != "2 of 3 route creations failed, first: boom" {
+		t.Errorf("summarize = %v", err)
+	}
+}
