@@ -768,3 +768,40 @@ func TestAdd(t *testing.T) {
 		t.Errorf("Add with Workers -1 = %v, %v; want an error naming --concurrent-service-syncs", started, err)
 	}
 }
+
+// A Service deleted without the finalizer while the manager was down leaves a load
+// balancer nobody remembers: after the restart, the orphan scan removes it, and the
+// surviving Service's load balancer is re-ensured, not duplicated.
+func TestRestartOrphan(t *testing.T) {
+	c := newTestCloud()
+	clouds := cloud.Single(cloud.NewProvider("fake", listingCloud{c}))
+	opts := Options{ResyncPeriod: 300 * time.Millisecond, OrphanGracePeriod: 500 * time.Millisecond}
+	ns := testenv.Get(t).Namespace(t)
+	h, stop := startIn(t, ns, c, clouds, opts)
+	h.createNodes(0, 1)
+	gone := h.waitIngress(h.createService(lbService("gone")).Name, 30*time.Second)
+	kept := h.waitIngress(h.createService(lbService("kept")).Name, 30*time.Second)
+	stop()
+
+	h.updateService("gone", func(s *v1.Service) { s.Finalizers = nil })
+	if err := h.cs.CoreV1().Services(ns).Delete(h.ctx, "gone", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h, _ = startIn(t, ns, c, clouds, opts)
+	h.eventually(30*time.Second, "orphan of the deleted Service removed", func() (bool, error) {
+		_, exists := c.lb(gone)
+		return !exists, nil
+	})
+	lb, ok := c.lb(kept)
+	if !ok {
+		t.Fatal("load balancer of the surviving Service deleted")
+	}
+	if in := h.getService("kept").Status.LoadBalancer.Ingress; len(in) != 1 || in[0].IP != lb.ip {
+		t.Errorf("surviving Service ingress %v, load balancer IP %s", in, lb.ip)
+	}
+	c.set(func(c *testCloud) {
+		if len(c.lbs) != 1 {
+			t.Errorf("%d load balancers in the cloud, want 1", len(c.lbs))
+		}
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -51,11 +52,18 @@ type harness struct {
 }
 
 // start runs a manager with the service controller for clouds (default: a Single
-// set of c) until the test ends.
+// set of c) in a fresh namespace until the test ends.
 func start(t *testing.T, c *testCloud, clouds *cloud.Set, opts Options) *harness {
 	t.Helper()
+	h, _ := startIn(t, testenv.Get(t).Namespace(t), c, clouds, opts)
+	return h
+}
+
+// startIn runs a manager scoped to namespace ns; stop ends it (and waits), as the
+// end of the test does.
+func startIn(t *testing.T, ns string, c *testCloud, clouds *cloud.Set, opts Options) (h *harness, stop func()) {
+	t.Helper()
 	env := testenv.Get(t)
-	ns := env.Namespace(t)
 	if clouds == nil {
 		clouds = cloud.Single(cloud.NewProvider("fake", c))
 	}
@@ -76,13 +84,20 @@ func start(t *testing.T, c *testCloud, clouds *cloud.Set, opts Options) *harness
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("manager: %v", err)
-		}
-	})
-	return &harness{t: t, ctx: ctx, cs: env.Clientset(t), ns: ns, cloud: c}
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("manager: %v", err)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	// The harness's own calls outlive a stopped manager.
+	hctx, hcancel := context.WithCancel(context.Background())
+	t.Cleanup(hcancel)
+	return &harness{t: t, ctx: hctx, cs: env.Clientset(t), ns: ns, cloud: c}, stop
 }
 
 // eventually polls cond until it holds or the timeout passes.

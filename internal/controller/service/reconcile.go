@@ -118,7 +118,7 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	if err := annotation.Validate(svc); err != nil {
 		// Not retried: the Service's next change brings it back.
 		c.recorder.Eventf(svc, v1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing load balancer: %v", err)
-		logger.Info("invalid configuration; waiting for the Service to change", "error", err.Error())
+		logger.Info("invalid configuration; waiting for the Service to change", "annotations", annotation.InvalidNames(err), "error", err.Error())
 		return reconcile.Result{}, c.setCondition(ctx, svc, notReady(ReasonInvalidConfiguration, err))
 	}
 
