@@ -1,0 +1,204 @@
+// Package api holds the wire types of the minicloud HTTP API: the JSON bodies
+// the server reads and writes and the Go client sends and returns. Field names
+// are snake_case on the wire; docs/minicloud.md is the reference.
+package api
+
+import "time"
+
+// Region is the single region minicloud serves and its zones.
+type Region struct {
+	Name  string   `json:"name"`
+	Zones []string `json:"zones"`
+}
+
+// InstanceType describes a machine size.
+type InstanceType struct {
+	Name     string `json:"name"`
+	VCPUs    int    `json:"vcpus"`
+	MemoryMB int    `json:"memory_mb"`
+}
+
+// Instance states.
+const (
+	InstanceRunning = "running"
+	InstanceStopped = "stopped"
+)
+
+// InstanceCreate is the body of POST /v1/instances.
+type InstanceCreate struct {
+	Name     string            `json:"name"`
+	Type     string            `json:"type"`
+	Zone     string            `json:"zone"`
+	PublicIP bool              `json:"public_ip,omitempty"`
+	Tags     map[string]string `json:"tags,omitempty"`
+}
+
+// Instance is a virtual machine.
+type Instance struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	Type      string            `json:"type"`
+	Region    string            `json:"region"`
+	Zone      string            `json:"zone"`
+	State     string            `json:"state"`
+	PrivateIP string            `json:"private_ip"`
+	PublicIP  string            `json:"public_ip,omitempty"`
+	Tags      map[string]string `json:"tags,omitempty"`
+	CreatedAt time.Time         `json:"created_at"`
+}
+
+// Protocols of listeners and health checks.
+const (
+	ProtocolTCP  = "TCP"
+	ProtocolUDP  = "UDP"
+	ProtocolHTTP = "HTTP"
+)
+
+// Load balancer states.
+const (
+	LBProvisioning = "provisioning"
+	LBActive       = "active"
+)
+
+// Target health states.
+const (
+	HealthUnknown   = "unknown"
+	HealthHealthy   = "healthy"
+	HealthUnhealthy = "unhealthy"
+)
+
+// Listener is one front-end port of a load balancer.
+type Listener struct {
+	Protocol   string `json:"protocol"`
+	Port       int    `json:"port"`
+	TargetPort int    `json:"target_port"`
+}
+
+// Target is a back end of a load balancer: an instance (its private IP) or a
+// raw IP address. Exactly one of the fields is set.
+type Target struct {
+	InstanceID string `json:"instance_id,omitempty"`
+	IP         string `json:"ip,omitempty"`
+}
+
+// HealthCheck says how targets are probed. Port 0 means the first
+// listener's target port; IntervalSeconds 0 means 5 seconds.
+type HealthCheck struct {
+	Protocol        string `json:"protocol"`
+	Port            int    `json:"port,omitempty"`
+	Path            string `json:"path,omitempty"`
+	IntervalSeconds int    `json:"interval_seconds,omitempty"`
+}
+
+// LoadBalancerSpec is the body of POST /v1/load-balancers and of
+// PUT /v1/load-balancers/{id} (where Name is ignored).
+type LoadBalancerSpec struct {
+	Name         string            `json:"name,omitempty"`
+	Tags         map[string]string `json:"tags,omitempty"`
+	Listeners    []Listener        `json:"listeners"`
+	Targets      []Target          `json:"targets,omitempty"`
+	HealthCheck  *HealthCheck      `json:"health_check,omitempty"`
+	SourceRanges []string          `json:"source_ranges,omitempty"`
+}
+
+// TargetHealth is the observed health of one target.
+type TargetHealth struct {
+	Target Target `json:"target"`
+	// IP is the address traffic is sent to (the instance's private IP for
+	// instance targets); empty when the instance does not exist.
+	IP     string `json:"ip,omitempty"`
+	State  string `json:"state"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// LoadBalancer is an L4 load balancer with a virtual IP.
+type LoadBalancer struct {
+	ID           string            `json:"id"`
+	Name         string            `json:"name"`
+	VIP          string            `json:"vip"`
+	State        string            `json:"state"`
+	Tags         map[string]string `json:"tags,omitempty"`
+	Listeners    []Listener        `json:"listeners"`
+	Targets      []Target          `json:"targets"`
+	HealthCheck  *HealthCheck      `json:"health_check,omitempty"`
+	SourceRanges []string          `json:"source_ranges,omitempty"`
+	TargetHealth []TargetHealth    `json:"target_health"`
+	CreatedAt    time.Time         `json:"created_at"`
+	UpdatedAt    time.Time         `json:"updated_at"`
+}
+
+// Route states.
+const (
+	RouteActive = "active"
+	// RouteBlackhole means the target instance no longer exists.
+	RouteBlackhole = "blackhole"
+)
+
+// RouteCreate is the body of POST /v1/routes.
+type RouteCreate struct {
+	DestinationCIDR  string            `json:"destination_cidr"`
+	TargetInstanceID string            `json:"target_instance_id"`
+	Tags             map[string]string `json:"tags,omitempty"`
+}
+
+// Route sends a CIDR to an instance.
+type Route struct {
+	ID               string            `json:"id"`
+	DestinationCIDR  string            `json:"destination_cidr"`
+	TargetInstanceID string            `json:"target_instance_id"`
+	State            string            `json:"state"`
+	Tags             map[string]string `json:"tags,omitempty"`
+	CreatedAt        time.Time         `json:"created_at"`
+}
+
+// List is one page of a list response.
+type List[T any] struct {
+	Items         []T    `json:"items"`
+	NextPageToken string `json:"next_page_token,omitempty"`
+}
+
+// ErrorBody is the body of every error response.
+type ErrorBody struct {
+	Error ErrorDetail `json:"error"`
+}
+
+// ErrorDetail says what went wrong. Code is one of the Code* constants.
+type ErrorDetail struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// Error codes.
+const (
+	CodeInvalid      = "invalid_argument" // 400
+	CodeUnauthorized = "unauthenticated"  // 401
+	CodeNotFound     = "not_found"        // 404
+	CodeConflict     = "conflict"         // 409
+	CodeThrottled    = "throttled"        // 429
+	CodeInternal     = "internal"         // 500
+)
+
+// Stats is the body of GET /v1/_stats: calls since start or the last reset.
+type Stats struct {
+	// Requests counts authenticated requests per operation, keyed by
+	// method and route pattern ("GET /v1/instances/{id}"), throttled ones
+	// included.
+	Requests map[string]int64 `json:"requests"`
+	// Throttled counts requests answered 429, per operation.
+	ThrottledByOperation map[string]int64 `json:"throttled_by_operation"`
+	Total                int64            `json:"total"`
+	Throttled            int64            `json:"throttled"`
+	// Errors counts injected faults answered 500.
+	Errors int64     `json:"errors"`
+	Since  time.Time `json:"since"`
+}
+
+// Faults is the body of PUT /v1/_faults (and GET): injected misbehaviour.
+// Rates are probabilities in [0,1]. When Operations is not empty only those
+// operations ("GET /v1/instances") are affected.
+type Faults struct {
+	ErrorRate    float64  `json:"error_rate"`
+	ThrottleRate float64  `json:"throttle_rate"`
+	LatencyMS    int      `json:"latency_ms"`
+	Operations   []string `json:"operations,omitempty"`
+}

@@ -1,0 +1,121 @@
+package dataplane
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"sync"
+	"time"
+)
+
+type checkKey struct {
+	addr netip.Addr
+	hc   HealthCheck
+}
+
+// checker probes one target on its interval until stopped.
+type checker struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu     sync.Mutex
+	state  Health
+	streak int // consecutive probe results disagreeing with state
+}
+
+func (p *Plane) startChecker(k checkKey) *checker {
+	ctx, cancel := context.WithCancel(p.ctx)
+	c := &checker{cancel: cancel, done: make(chan struct{}), state: Health{State: "unknown", Reason: "not probed yet"}}
+	timeout := min(k.hc.Interval, 2*time.Second)
+	client := &http.Client{
+		Timeout:   timeout,
+		Transport: &http.Transport{DisableKeepAlives: true},
+		CheckRedirect: func(*http.Request, []*http.Request) error {
+			return http.ErrUseLastResponse
+		},
+	}
+	go func() {
+		defer close(c.done)
+		t := time.NewTicker(k.hc.Interval)
+		defer t.Stop()
+		for {
+			err := probe(ctx, client, k, timeout)
+			if ctx.Err() != nil {
+				return
+			}
+			c.record(err, p.opts)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return c
+}
+
+func (c *checker) stop() {
+	c.cancel()
+	<-c.done
+}
+
+func (c *checker) current() Health {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
+}
+
+// record applies one probe result: the first result decides directly, later
+// ones need threshold consecutive disagreeing results.
+func (c *checker) record(err error, opts Options) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	next := Health{State: "healthy"}
+	threshold := opts.HealthyThreshold
+	if err != nil {
+		next = Health{State: "unhealthy", Reason: err.Error()}
+		threshold = opts.UnhealthyThreshold
+	}
+	if c.state.State == "unknown" || c.state.State == next.State {
+		c.state, c.streak = next, 0
+		return
+	}
+	c.streak++
+	if c.streak >= threshold {
+		c.state, c.streak = next, 0
+	}
+}
+
+func probe(ctx context.Context, client *http.Client, k checkKey, timeout time.Duration) error {
+	addr := net.JoinHostPort(k.addr.String(), strconv.Itoa(k.hc.Port))
+	switch k.hc.Protocol {
+	case "HTTP":
+		path := k.hc.Path
+		if path == "" {
+			path = "/"
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
+		if err != nil {
+			return fmt.Errorf("health check request: %w", err)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return fmt.Errorf("HTTP health check %s: %w", addr, err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("HTTP health check %s%s: status %d", addr, path, resp.StatusCode)
+		}
+		return nil
+	default:
+		d := net.Dialer{Timeout: timeout}
+		conn, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return fmt.Errorf("TCP health check: %w", err)
+		}
+		return conn.Close()
+	}
+}

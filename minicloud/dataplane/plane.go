@@ -1,0 +1,318 @@
+// Package dataplane is minicloud's L4 load-balancer data plane: for every
+// active load balancer it binds each listener on the VIP (TCP or UDP) and
+// forwards connections and datagram sessions to the healthy targets,
+// round-robin, enforcing the source ranges. Health checks probe every target
+// on the configured interval.
+//
+// The plane holds no durable state: the server applies the desired state of
+// every active load balancer at start-up and after every change.
+package dataplane
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+)
+
+// Backend is one target of a load balancer as the data plane sees it.
+type Backend struct {
+	// Addr is where traffic goes; invalid when the target cannot receive
+	// traffic (see Down).
+	Addr netip.Addr
+	// Down, when not empty, says why the target gets no traffic without
+	// probing it (for example "instance stopped").
+	Down string
+}
+
+// HealthCheck is a resolved health check: Port and Interval are set. An
+// empty Protocol means targets are not probed and count as healthy.
+type HealthCheck struct {
+	Protocol string // "TCP" or "HTTP"
+	Port     int
+	Path     string
+	Interval time.Duration
+}
+
+// Listener is one front-end port.
+type Listener struct {
+	Protocol   string // "TCP" or "UDP"
+	Port       int
+	TargetPort int
+}
+
+// Spec is the desired data plane of one load balancer.
+type Spec struct {
+	VIP          netip.Addr
+	Listeners    []Listener
+	Backends     []Backend
+	HealthCheck  HealthCheck
+	SourceRanges []netip.Prefix // empty admits every source
+}
+
+// Health is the observed health of one backend.
+type Health struct {
+	State  string // "unknown", "healthy" or "unhealthy"
+	Reason string
+}
+
+// Options tune a Plane.
+type Options struct {
+	// UnhealthyThreshold and HealthyThreshold are the consecutive probe
+	// results needed to change a target's state (default 2 each); the first
+	// probe sets the state directly.
+	UnhealthyThreshold, HealthyThreshold int
+	// UDPIdleTimeout ends a UDP session without traffic (default 30s).
+	UDPIdleTimeout time.Duration
+	// DialTimeout bounds connecting to a backend (default 2s).
+	DialTimeout time.Duration
+}
+
+// Plane runs the listeners and health checks of all load balancers.
+type Plane struct {
+	ctx  context.Context
+	log  logr.Logger
+	opts Options
+
+	mu  sync.Mutex
+	lbs map[string]*balancer
+}
+
+// New returns a Plane whose goroutines stop when ctx is done or Close is
+// called.
+func New(ctx context.Context, log logr.Logger, opts Options) *Plane {
+	if opts.UnhealthyThreshold <= 0 {
+		opts.UnhealthyThreshold = 2
+	}
+	if opts.HealthyThreshold <= 0 {
+		opts.HealthyThreshold = 2
+	}
+	if opts.UDPIdleTimeout <= 0 {
+		opts.UDPIdleTimeout = 30 * time.Second
+	}
+	if opts.DialTimeout <= 0 {
+		opts.DialTimeout = 2 * time.Second
+	}
+	return &Plane{ctx: ctx, log: log, opts: opts, lbs: map[string]*balancer{}}
+}
+
+// balancer is the running data plane of one load balancer.
+type balancer struct {
+	id        string
+	vip       netip.Addr
+	table     atomic.Pointer[table]
+	listeners map[listenerKey]closer
+	checkers  map[checkKey]*checker
+}
+
+type listenerKey struct {
+	protocol string
+	port     int
+}
+
+type closer interface{ Close() }
+
+// table is what a listener consults for every new connection; it is
+// replaced as a whole on every Apply so connections see a consistent view.
+type table struct {
+	backends    []route
+	ranges      []netip.Prefix
+	targetPorts map[listenerKey]int
+	next        atomic.Uint64
+}
+
+type route struct {
+	addr    netip.Addr
+	down    string   // not empty: no traffic, and why
+	checker *checker // nil when down or when there is no health check
+}
+
+// Apply makes the data plane of load balancer id match spec. Listeners that
+// stay keep their sockets and connections; removed ones are closed. It
+// returns the errors of listeners that could not be bound; the others run.
+func (p *Plane) Apply(id string, spec Spec) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	b := p.lbs[id]
+	if b != nil && b.vip != spec.VIP {
+		b.close()
+		b = nil
+	}
+	if b == nil {
+		b = &balancer{id: id, vip: spec.VIP, listeners: map[listenerKey]closer{}, checkers: map[checkKey]*checker{}}
+		p.lbs[id] = b
+	}
+
+	// Health checkers: keep those whose target and check are unchanged.
+	checkers := map[checkKey]*checker{}
+	t := &table{ranges: spec.SourceRanges, targetPorts: map[listenerKey]int{}}
+	for _, be := range spec.Backends {
+		r := route{addr: be.Addr, down: be.Down}
+		if r.down == "" && !be.Addr.IsValid() {
+			r.down = "no address"
+		}
+		if r.down == "" && spec.HealthCheck.Protocol != "" {
+			k := checkKey{addr: be.Addr, hc: spec.HealthCheck}
+			c := checkers[k]
+			if c == nil {
+				c = b.checkers[k]
+			}
+			if c == nil {
+				c = p.startChecker(k)
+			}
+			checkers[k] = c
+			r.checker = c
+		}
+		t.backends = append(t.backends, r)
+	}
+	for k, c := range b.checkers {
+		if checkers[k] == nil {
+			c.stop()
+		}
+	}
+	b.checkers = checkers
+
+	want := map[listenerKey]bool{}
+	for _, l := range spec.Listeners {
+		k := listenerKey{protocol: l.Protocol, port: l.Port}
+		want[k] = true
+		t.targetPorts[k] = l.TargetPort
+	}
+	b.table.Store(t)
+
+	for k, l := range b.listeners {
+		if !want[k] {
+			l.Close()
+			delete(b.listeners, k)
+		}
+	}
+	var errs []error
+	for k := range want {
+		if b.listeners[k] != nil {
+			continue
+		}
+		l, err := p.listen(b, k)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("load balancer %s: listen %s %s: %w", id, k.protocol, net.JoinHostPort(spec.VIP.String(), strconv.Itoa(k.port)), err))
+			continue
+		}
+		b.listeners[k] = l
+	}
+	return errors.Join(errs...)
+}
+
+// Remove closes every listener, connection and health check of load
+// balancer id. Removing an unknown id does nothing.
+func (p *Plane) Remove(id string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if b := p.lbs[id]; b != nil {
+		b.close()
+		delete(p.lbs, id)
+	}
+}
+
+// Close removes every load balancer.
+func (p *Plane) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for id, b := range p.lbs {
+		b.close()
+		delete(p.lbs, id)
+	}
+}
+
+// Health returns the health of the backends of load balancer id by
+// address, or nil when id is not running.
+func (p *Plane) Health(id string) map[netip.Addr]Health {
+	p.mu.Lock()
+	b := p.lbs[id]
+	p.mu.Unlock()
+	if b == nil {
+		return nil
+	}
+	t := b.table.Load()
+	out := make(map[netip.Addr]Health, len(t.backends))
+	for _, r := range t.backends {
+		if r.addr.IsValid() {
+			out[r.addr] = r.health()
+		}
+	}
+	return out
+}
+
+func (r route) health() Health {
+	switch {
+	case r.down != "":
+		return Health{State: "unhealthy", Reason: r.down}
+	case r.checker == nil:
+		return Health{State: "healthy", Reason: "no health check"}
+	}
+	return r.checker.current()
+}
+
+func (b *balancer) close() {
+	for k, l := range b.listeners {
+		l.Close()
+		delete(b.listeners, k)
+	}
+	for k, c := range b.checkers {
+		c.stop()
+		delete(b.checkers, k)
+	}
+}
+
+func (p *Plane) listen(b *balancer, k listenerKey) (closer, error) {
+	addr := net.JoinHostPort(b.vip.String(), strconv.Itoa(k.port))
+	log := p.log.WithValues("loadBalancer", b.id, "listener", k.protocol+"/"+addr)
+	switch k.protocol {
+	case "TCP":
+		return p.listenTCP(b, k, addr, log)
+	case "UDP":
+		return p.listenUDP(b, k, addr, log)
+	}
+	return nil, fmt.Errorf("unsupported protocol %q", k.protocol)
+}
+
+// admits reports whether src may use the load balancer.
+func (t *table) admits(src netip.Addr) bool {
+	if len(t.ranges) == 0 {
+		return true
+	}
+	src = src.Unmap()
+	for _, r := range t.ranges {
+		if r.Contains(src) {
+			return true
+		}
+	}
+	return false
+}
+
+// pick returns the backends to try for a new connection on listener k:
+// every eligible backend, starting at the next one in round-robin order.
+// Targets of unknown health (not probed yet) are eligible, as are all
+// targets that are not down when there is no health check.
+func (t *table) pick(k listenerKey) []netip.AddrPort {
+	port, ok := t.targetPorts[k]
+	if !ok {
+		return nil
+	}
+	var eligible []netip.AddrPort
+	for _, r := range t.backends {
+		if r.down == "" && (r.checker == nil || r.checker.current().State != "unhealthy") {
+			eligible = append(eligible, netip.AddrPortFrom(r.addr, uint16(port)))
+		}
+	}
+	if len(eligible) == 0 {
+		return nil
+	}
+	start := int(t.next.Add(1)-1) % len(eligible)
+	return append(eligible[start:], eligible[:start]...)
+}

@@ -1,0 +1,197 @@
+package minicloud
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/stratus-ccm/stratus/minicloud/api"
+)
+
+// maxBody bounds request bodies.
+const maxBody = 1 << 20
+
+// Paging limits.
+const (
+	defaultPageSize = 100
+	maxPageSize     = 1000
+)
+
+func writeJSON(w http.ResponseWriter, status int, body any) {
+	if body == nil {
+		w.WriteHeader(status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(body)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = &apiError{status: http.StatusInternalServerError, code: api.CodeInternal, msg: "internal error"}
+	}
+	if ae.status == http.StatusTooManyRequests {
+		w.Header().Set("Retry-After", retryAfterSeconds(ae.retryAfter))
+	}
+	writeJSON(w, ae.status, api.ErrorBody{Error: api.ErrorDetail{Code: ae.code, Message: ae.msg}})
+}
+
+// readBody reads a request body, bounded by maxBody.
+func readBody(r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return nil, errInvalid("read request body: %v", err)
+	}
+	if len(body) > maxBody {
+		return nil, errInvalid("request body larger than %d bytes", maxBody)
+	}
+	return body, nil
+}
+
+// decodeStrict decodes exactly one JSON object from body into v, rejecting
+// unknown fields and trailing data.
+func decodeStrict(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return errInvalid("request body is empty")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return errInvalid("invalid request body: %v", err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errInvalid("invalid request body: data after the JSON object")
+	}
+	return nil
+}
+
+// listQuery is the parsed query of a list request.
+type listQuery struct {
+	pageSize int
+	after    string // ID the page starts after
+	name     string
+	tags     []tagFilter
+}
+
+type tagFilter struct {
+	key, value string
+	anyValue   bool // "tag=key": the key exists
+}
+
+func (q listQuery) matchTags(tags map[string]string) bool {
+	for _, f := range q.tags {
+		v, ok := tags[f.key]
+		if !ok || (!f.anyValue && v != f.value) {
+			return false
+		}
+	}
+	return true
+}
+
+// parseListQuery parses page_size, page_token, name (when named) and tag;
+// other parameters are rejected. idPrefix checks that a page token belongs
+// to this collection.
+func parseListQuery(v url.Values, idPrefix string, named bool) (listQuery, error) {
+	q := listQuery{pageSize: defaultPageSize}
+	for k, vals := range v {
+		switch k {
+		case "page_size":
+			n, err := strconv.Atoi(vals[0])
+			if err != nil || n < 1 || n > maxPageSize || len(vals) > 1 {
+				return q, errInvalid("page_size must be one integer from 1 to %d", maxPageSize)
+			}
+			q.pageSize = n
+		case "page_token":
+			raw, err := base64.RawURLEncoding.DecodeString(vals[0])
+			if err != nil || !strings.HasPrefix(string(raw), idPrefix) || len(vals) > 1 {
+				return q, errInvalid("invalid page_token")
+			}
+			q.after = string(raw)
+		case "name":
+			if !named {
+				return q, errInvalid("this collection cannot be filtered by name")
+			}
+			q.name = vals[0]
+		case "tag":
+			for _, t := range vals {
+				key, value, hasValue := strings.Cut(t, "=")
+				if key == "" {
+					return q, errInvalid("tag filter %q: want key=value or key", t)
+				}
+				q.tags = append(q.tags, tagFilter{key: key, value: value, anyValue: !hasValue})
+			}
+		default:
+			return q, errInvalid("unknown query parameter %q", k)
+		}
+	}
+	return q, nil
+}
+
+func pageToken(lastID string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(lastID))
+}
+
+// page builds a list response from items whose last ID is lastID.
+func page[T any](items []T, more bool, lastID func(T) string) api.List[T] {
+	out := api.List[T]{Items: items}
+	if out.Items == nil {
+		out.Items = []T{}
+	}
+	if more && len(items) > 0 {
+		out.NextPageToken = pageToken(lastID(items[len(items)-1]))
+	}
+	return out
+}
+
+func validateTags(tags map[string]string) error {
+	for k, v := range tags {
+		if k == "" || len(k) > 128 || strings.ContainsAny(k, "=&") {
+			return errInvalid("tag key %q: must be 1-128 characters without '=' or '&'", k)
+		}
+		if len(v) > 256 {
+			return errInvalid("tag %q: value longer than 256 characters", k)
+		}
+	}
+	return nil
+}
+
+// validateName accepts names like Kubernetes node and object names.
+func validateName(kind, name string) error {
+	if name == "" || len(name) > 253 {
+		return errInvalid("%s name must be 1-253 characters", kind)
+	}
+	for i, c := range name {
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || (i > 0 && (c == '-' || c == '.' || c == '_'))
+		if !ok {
+			return errInvalid("%s name %q: use letters, digits, '-', '.', '_', starting with a letter or digit", kind, name)
+		}
+	}
+	return nil
+}
+
+func validatePort(what string, p int) error {
+	if p < 1 || p > 65535 {
+		return errInvalid("%s %d out of range 1-65535", what, p)
+	}
+	return nil
+}
+
+func pathID(r *http.Request, prefix, kind string) (string, error) {
+	id := r.PathValue("id")
+	if !strings.HasPrefix(id, prefix) {
+		return "", errNotFound("%s %q not found", kind, id)
+	}
+	return id, nil
+}
+
+func notFoundHandler(w http.ResponseWriter, r *http.Request) {
+	writeError(w, errNotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
+}

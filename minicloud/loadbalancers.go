@@ -1,0 +1,499 @@
+package minicloud
+
+import (
+	"errors"
+	"net/http"
+	"net/netip"
+	"strings"
+	"time"
+
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/dataplane"
+	"github.com/stratus-ccm/stratus/minicloud/store"
+)
+
+// lbRecord is a load balancer as stored: api.LoadBalancer without
+// TargetHealth, which is observed, not stored.
+type lbRecord = api.LoadBalancer
+
+// Health check defaults.
+const (
+	defaultHealthInterval = 5 * time.Second
+	maxHealthInterval     = 300
+)
+
+// validateLBSpec checks spec and normalizes it (source ranges masked).
+func validateLBSpec(spec *api.LoadBalancerSpec, create bool) error {
+	if create {
+		if err := validateName("load balancer", spec.Name); err != nil {
+			return err
+		}
+	}
+	if err := validateTags(spec.Tags); err != nil {
+		return err
+	}
+	if len(spec.Listeners) == 0 {
+		return errInvalid("a load balancer needs at least one listener")
+	}
+	seen := map[api.Listener]bool{}
+	for _, l := range spec.Listeners {
+		if l.Protocol != api.ProtocolTCP && l.Protocol != api.ProtocolUDP {
+			return errInvalid("listener protocol %q: want TCP or UDP", l.Protocol)
+		}
+		if err := validatePort("listener port", l.Port); err != nil {
+			return err
+		}
+		if err := validatePort("listener target_port", l.TargetPort); err != nil {
+			return err
+		}
+		k := api.Listener{Protocol: l.Protocol, Port: l.Port}
+		if seen[k] {
+			return errInvalid("duplicate listener %s/%d", l.Protocol, l.Port)
+		}
+		seen[k] = true
+	}
+	targets := map[api.Target]bool{}
+	for _, t := range spec.Targets {
+		switch {
+		case (t.InstanceID == "") == (t.IP == ""):
+			return errInvalid("a target needs exactly one of instance_id and ip")
+		case t.IP != "":
+			a, err := netip.ParseAddr(t.IP)
+			if err != nil || a.Zone() != "" {
+				return errInvalid("target ip %q is not an IP address", t.IP)
+			}
+		}
+		if targets[t] {
+			return errInvalid("duplicate target %+v", t)
+		}
+		targets[t] = true
+	}
+	if hc := spec.HealthCheck; hc != nil {
+		if hc.Protocol != api.ProtocolTCP && hc.Protocol != api.ProtocolHTTP {
+			return errInvalid("health_check protocol %q: want TCP or HTTP", hc.Protocol)
+		}
+		if hc.Port != 0 {
+			if err := validatePort("health_check port", hc.Port); err != nil {
+				return err
+			}
+		}
+		if hc.Path != "" && (hc.Protocol != api.ProtocolHTTP || !strings.HasPrefix(hc.Path, "/") || strings.ContainsAny(hc.Path, " \t\r\n#")) {
+			return errInvalid("health_check path %q: an HTTP path starting with '/'", hc.Path)
+		}
+		if hc.IntervalSeconds < 0 || hc.IntervalSeconds > maxHealthInterval {
+			return errInvalid("health_check interval_seconds %d out of range 1-%d", hc.IntervalSeconds, maxHealthInterval)
+		}
+	}
+	for i, r := range spec.SourceRanges {
+		p, err := netip.ParsePrefix(r)
+		if err != nil {
+			return errInvalid("source range %q: %v", r, err)
+		}
+		spec.SourceRanges[i] = p.Masked().String()
+	}
+	return nil
+}
+
+// checkTargets verifies that instance targets exist.
+func checkTargets(tx *store.Tx, targets []api.Target) error {
+	for _, t := range targets {
+		if t.InstanceID == "" {
+			continue
+		}
+		if _, err := store.Get[api.Instance](tx, store.Instances, t.InstanceID); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return errInvalid("target instance %q does not exist", t.InstanceID)
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+func (s *Server) createLB(r *http.Request) (int, any, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var spec api.LoadBalancerSpec
+	if err := decodeStrict(body, &spec); err != nil {
+		return 0, nil, err
+	}
+	if err := validateLBSpec(&spec, true); err != nil {
+		return 0, nil, err
+	}
+	id, res, replayed, err := s.create(r, body, store.LoadBalancers, func(tx *store.Tx) (string, any, error) {
+		if err := checkTargets(tx, spec.Targets); err != nil {
+			return "", nil, err
+		}
+		id, err := tx.NextID(store.LoadBalancers, lbPrefix)
+		if err != nil {
+			return "", nil, err
+		}
+		if owner, ok, err := tx.ClaimName(store.LoadBalancers, spec.Name, id); err != nil {
+			return "", nil, err
+		} else if !ok {
+			return "", nil, errConflict("load balancer name %q is used by %s", spec.Name, owner)
+		}
+		vip, err := tx.AllocateIP(poolVIP, s.cfg.VIPCIDR, id)
+		if err != nil {
+			return "", nil, storeErr(err, "load balancer", id)
+		}
+		now := time.Now().UTC()
+		lb := lbRecord{ID: id, Name: spec.Name, VIP: vip.String(), State: api.LBProvisioning, CreatedAt: now, UpdatedAt: now}
+		applySpec(&lb, spec)
+		if s.cfg.LBProvisionDelay == 0 {
+			lb.State = api.LBActive
+		}
+		if err := store.Put(tx, store.LoadBalancers, id, lb); err != nil {
+			return "", nil, err
+		}
+		s.addUnknownHealth(&lb)
+		return id, lb, nil
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	if replayed {
+		return replay(id, res, s.loadBalancer)
+	}
+	if s.cfg.LBProvisionDelay == 0 {
+		s.reconcileLB(id)
+		lb, err := s.loadBalancer(id)
+		if err == nil {
+			res = lb
+		}
+	} else {
+		s.scheduleActivation(id, s.cfg.LBProvisionDelay)
+	}
+	return http.StatusCreated, res, nil
+}
+
+func applySpec(lb *lbRecord, spec api.LoadBalancerSpec) {
+	lb.Tags = spec.Tags
+	lb.Listeners = spec.Listeners
+	lb.Targets = spec.Targets
+	if lb.Targets == nil {
+		lb.Targets = []api.Target{}
+	}
+	lb.HealthCheck = spec.HealthCheck
+	lb.SourceRanges = spec.SourceRanges
+}
+
+func (s *Server) addUnknownHealth(lb *api.LoadBalancer) {
+	lb.TargetHealth = make([]api.TargetHealth, len(lb.Targets))
+	for i, t := range lb.Targets {
+		lb.TargetHealth[i] = api.TargetHealth{Target: t, IP: t.IP, State: api.HealthUnknown, Reason: "load balancer " + lb.State}
+	}
+}
+
+// withHealth fills in lb.TargetHealth from the instances (in tx) and the
+// data plane.
+func (s *Server) withHealth(tx *store.Tx, lb *api.LoadBalancer) {
+	var observed map[netip.Addr]dataplane.Health
+	// No planeMu here: this runs inside a read transaction, and
+	// reconcileLB opens read transactions while holding planeMu.
+	if plane := s.plane.Load(); lb.State == api.LBActive && plane != nil {
+		observed = plane.Health(lb.ID)
+	}
+	lb.TargetHealth = make([]api.TargetHealth, len(lb.Targets))
+	for i, t := range lb.Targets {
+		be := resolveTarget(tx, t)
+		th := api.TargetHealth{Target: t, State: api.HealthUnknown}
+		if be.Addr.IsValid() {
+			th.IP = be.Addr.String()
+		}
+		switch h, ok := observed[be.Addr]; {
+		case lb.State != api.LBActive:
+			th.Reason = "load balancer " + lb.State
+		case be.Down != "":
+			th.State, th.Reason = api.HealthUnhealthy, be.Down
+		case ok:
+			th.State, th.Reason = h.State, h.Reason
+		}
+		lb.TargetHealth[i] = th
+	}
+}
+
+// resolveTarget says where a target's traffic goes, or why it cannot.
+func resolveTarget(tx *store.Tx, t api.Target) dataplane.Backend {
+	if t.IP != "" {
+		a, _ := netip.ParseAddr(t.IP)
+		return dataplane.Backend{Addr: a}
+	}
+	inst, err := store.Get[api.Instance](tx, store.Instances, t.InstanceID)
+	if err != nil {
+		return dataplane.Backend{Down: "instance not found"}
+	}
+	a, _ := netip.ParseAddr(inst.PrivateIP)
+	if inst.State != api.InstanceRunning {
+		return dataplane.Backend{Addr: a, Down: "instance " + inst.State}
+	}
+	return dataplane.Backend{Addr: a}
+}
+
+func (s *Server) loadBalancer(id string) (any, error) {
+	var lb api.LoadBalancer
+	err := s.store.View(func(tx *store.Tx) error {
+		var err error
+		lb, err = store.Get[lbRecord](tx, store.LoadBalancers, id)
+		if err == nil {
+			s.withHealth(tx, &lb)
+		}
+		return err
+	})
+	return lb, storeErr(err, "load balancer", id)
+}
+
+func (s *Server) getLB(r *http.Request) (int, any, error) {
+	id, err := pathID(r, lbPrefix, "load balancer")
+	if err != nil {
+		return 0, nil, err
+	}
+	lb, err := s.loadBalancer(id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, lb, nil
+}
+
+func (s *Server) listLBs(r *http.Request) (int, any, error) {
+	q, err := parseListQuery(r.URL.Query(), lbPrefix, true)
+	if err != nil {
+		return 0, nil, err
+	}
+	var items []api.LoadBalancer
+	var more bool
+	err = s.store.View(func(tx *store.Tx) error {
+		if q.name != "" {
+			id, err := tx.LookupName(store.LoadBalancers, q.name)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && id <= q.after) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			lb, err := store.Get[lbRecord](tx, store.LoadBalancers, id)
+			if err != nil {
+				return err
+			}
+			if q.matchTags(lb.Tags) {
+				items = append(items, lb)
+			}
+		} else {
+			items, more, err = store.List(tx, store.LoadBalancers, q.after, q.pageSize, func(lb *lbRecord) bool { return q.matchTags(lb.Tags) })
+			if err != nil {
+				return err
+			}
+		}
+		for i := range items {
+			s.withHealth(tx, &items[i])
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, page(items, more, func(lb api.LoadBalancer) string { return lb.ID }), nil
+}
+
+func (s *Server) updateLB(r *http.Request) (int, any, error) {
+	id, err := pathID(r, lbPrefix, "load balancer")
+	if err != nil {
+		return 0, nil, err
+	}
+	body, err := readBody(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var spec api.LoadBalancerSpec
+	if err := decodeStrict(body, &spec); err != nil {
+		return 0, nil, err
+	}
+	if err := validateLBSpec(&spec, false); err != nil {
+		return 0, nil, err
+	}
+	err = s.store.Update(func(tx *store.Tx) error {
+		lb, err := store.Get[lbRecord](tx, store.LoadBalancers, id)
+		if err != nil {
+			return err
+		}
+		if spec.Name != "" && spec.Name != lb.Name {
+			return errInvalid("a load balancer cannot be renamed (%q to %q)", lb.Name, spec.Name)
+		}
+		if err := checkTargets(tx, spec.Targets); err != nil {
+			return err
+		}
+		applySpec(&lb, spec)
+		lb.UpdatedAt = time.Now().UTC()
+		return store.Put(tx, store.LoadBalancers, id, lb)
+	})
+	if err != nil {
+		return 0, nil, storeErr(err, "load balancer", id)
+	}
+	s.reconcileLB(id)
+	lb, err := s.loadBalancer(id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, lb, nil
+}
+
+func (s *Server) deleteLB(r *http.Request) (int, any, error) {
+	id, err := pathID(r, lbPrefix, "load balancer")
+	if err != nil {
+		return 0, nil, err
+	}
+	err = s.store.Update(func(tx *store.Tx) error {
+		lb, err := store.Get[lbRecord](tx, store.LoadBalancers, id)
+		if err != nil {
+			return err
+		}
+		if err := tx.Delete(store.LoadBalancers, id); err != nil {
+			return err
+		}
+		if err := tx.ReleaseName(store.LoadBalancers, lb.Name); err != nil {
+			return err
+		}
+		return tx.ReleaseIP(poolVIP, lb.VIP)
+	})
+	if err != nil {
+		return 0, nil, storeErr(err, "load balancer", id)
+	}
+	s.reconcileLB(id)
+	return http.StatusNoContent, nil, nil
+}
+
+// scheduleActivation makes load balancer id active after d.
+func (s *Server) scheduleActivation(id string, d time.Duration) {
+	s.planeMu.Lock()
+	defer s.planeMu.Unlock()
+	if s.closed {
+		return
+	}
+	if t := s.timers[id]; t != nil {
+		t.Stop()
+	}
+	s.timers[id] = time.AfterFunc(max(d, 0), func() { s.activate(id) })
+}
+
+func (s *Server) activate(id string) {
+	err := s.store.Update(func(tx *store.Tx) error {
+		lb, err := store.Get[lbRecord](tx, store.LoadBalancers, id)
+		if err != nil || lb.State != api.LBProvisioning {
+			return err
+		}
+		lb.State = api.LBActive
+		lb.UpdatedAt = time.Now().UTC()
+		return store.Put(tx, store.LoadBalancers, id, lb)
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Error(err, "activate load balancer", "loadBalancer", id)
+		return
+	}
+	s.reconcileLB(id)
+}
+
+// reconcileLB makes the data plane of load balancer id match the store:
+// listening when it is active, removed when it is not or is gone. It also
+// drops the provisioning timer of a load balancer that no longer needs it.
+func (s *Server) reconcileLB(id string) {
+	s.planeMu.Lock()
+	defer s.planeMu.Unlock()
+	if s.closed {
+		return
+	}
+	var spec dataplane.Spec
+	state := ""
+	err := s.store.View(func(tx *store.Tx) error {
+		lb, err := store.Get[lbRecord](tx, store.LoadBalancers, id)
+		if err != nil {
+			return err
+		}
+		state = lb.State
+		spec = planSpec(tx, lb)
+		return nil
+	})
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		s.log.Error(err, "read load balancer for data plane", "loadBalancer", id)
+		return
+	}
+	if t := s.timers[id]; t != nil && state != api.LBProvisioning {
+		t.Stop()
+		delete(s.timers, id)
+	}
+	plane := s.plane.Load()
+	if plane == nil {
+		return
+	}
+	if state != api.LBActive {
+		plane.Remove(id)
+		return
+	}
+	if err := plane.Apply(id, spec); err != nil {
+		s.log.Error(err, "data plane incomplete", "loadBalancer", id)
+	}
+}
+
+// planSpec translates a stored load balancer into the data plane's terms.
+func planSpec(tx *store.Tx, lb lbRecord) dataplane.Spec {
+	vip, _ := netip.ParseAddr(lb.VIP)
+	spec := dataplane.Spec{VIP: vip}
+	for _, l := range lb.Listeners {
+		spec.Listeners = append(spec.Listeners, dataplane.Listener{Protocol: l.Protocol, Port: l.Port, TargetPort: l.TargetPort})
+	}
+	for _, t := range lb.Targets {
+		spec.Backends = append(spec.Backends, resolveTarget(tx, t))
+	}
+	for _, r := range lb.SourceRanges {
+		if p, err := netip.ParsePrefix(r); err == nil {
+			spec.SourceRanges = append(spec.SourceRanges, p)
+		}
+	}
+	hc := lb.HealthCheck
+	if hc == nil {
+		// Default: TCP connect to the first TCP listener's target port; a
+		// UDP-only load balancer without a health check probes nothing.
+		for _, l := range lb.Listeners {
+			if l.Protocol == api.ProtocolTCP {
+				hc = &api.HealthCheck{Protocol: api.ProtocolTCP, Port: l.TargetPort}
+				break
+			}
+		}
+	}
+	if hc != nil {
+		spec.HealthCheck = dataplane.HealthCheck{Protocol: hc.Protocol, Port: hc.Port, Path: hc.Path, Interval: defaultHealthInterval}
+		if hc.IntervalSeconds > 0 {
+			spec.HealthCheck.Interval = time.Duration(hc.IntervalSeconds) * time.Second
+		}
+		if spec.HealthCheck.Port == 0 && len(lb.Listeners) > 0 {
+			spec.HealthCheck.Port = lb.Listeners[0].TargetPort
+		}
+	}
+	return spec
+}
+
+// reconcileLBsTargeting re-applies the load balancers that target
+// instance id, after the instance stopped, started or was deleted.
+func (s *Server) reconcileLBsTargeting(instanceID string) {
+	var ids []string
+	err := s.store.View(func(tx *store.Tx) error {
+		_, _, err := store.List(tx, store.LoadBalancers, "", 0, func(lb *lbRecord) bool {
+			for _, t := range lb.Targets {
+				if t.InstanceID == instanceID {
+					ids = append(ids, lb.ID)
+					break
+				}
+			}
+			return false
+		})
+		return err
+	})
+	if err != nil {
+		s.log.Error(err, "find load balancers targeting instance", "instance", instanceID)
+		return
+	}
+	for _, id := range ids {
+		s.reconcileLB(id)
+	}
+}

@@ -1,0 +1,137 @@
+// Package minicloudtest runs a minicloud server in-process for tests of
+// other packages: a fresh state directory, a free API port, and address
+// pools (instance IPs, public IPs, VIPs) picked at random per test, so
+// parallel tests and test packages do not bind the same VIPs.
+//
+//	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 50 * time.Millisecond})
+//	inst, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{...})
+package minicloudtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	mrand "math/rand/v2"
+	"net"
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+
+	"github.com/stratus-ccm/stratus/minicloud"
+	"github.com/stratus-ccm/stratus/minicloud/client"
+	"github.com/stratus-ccm/stratus/minicloud/dataplane"
+)
+
+// Options configure Start. The zero value is a cloud without rate limits
+// whose load balancers become active immediately.
+type Options struct {
+	// Token is the bearer token (default: random).
+	Token string
+	// RateLimit and Burst are per-token limits (0 = unlimited).
+	RateLimit float64
+	Burst     int
+	// LBProvisionDelay is how long load balancers stay provisioning.
+	LBProvisionDelay time.Duration
+	// StateDir is the state directory (default: a fresh t.TempDir()).
+	// Reuse one to restart a cloud on the same state.
+	StateDir string
+	// InstanceCIDR, PublicCIDR and VIPCIDR default to random /24s in
+	// 127.10-11.x.0, 127.20-21.x.0 and 127.100-199.x.0.
+	InstanceCIDR, PublicCIDR, VIPCIDR netip.Prefix
+	// DataPlane tunes health checks.
+	DataPlane dataplane.Options
+}
+
+// Cloud is a running minicloud.
+type Cloud struct {
+	// URL is the API base URL, e.g. "http://127.0.0.1:41234".
+	URL string
+	// Token authenticates to the API.
+	Token string
+	// Client is a client of URL with Token.
+	Client *client.Client
+	// Config is the server's configuration (with the chosen CIDRs).
+	Config minicloud.Config
+
+	stop context.CancelFunc
+	done chan error
+}
+
+// Start runs a minicloud until the test ends (or Stop is called).
+func Start(t testing.TB, o Options) *Cloud {
+	t.Helper()
+	cfg := minicloud.DefaultConfig()
+	cfg.Tokens = []string{o.Token}
+	if o.Token == "" {
+		cfg.Tokens = []string{RandomToken()}
+	}
+	cfg.RateLimit, cfg.Burst = o.RateLimit, o.Burst
+	cfg.LBProvisionDelay = o.LBProvisionDelay
+	cfg.StateDir = o.StateDir
+	if cfg.StateDir == "" {
+		cfg.StateDir = t.TempDir()
+	}
+	cfg.InstanceCIDR = orRandom(o.InstanceCIDR, 10, 2)
+	cfg.PublicCIDR = orRandom(o.PublicCIDR, 20, 2)
+	cfg.VIPCIDR = orRandom(o.VIPCIDR, 100, 100)
+	cfg.DataPlane = o.DataPlane
+	cfg.Logger = testr.NewWithInterface(t, testr.Options{LogTimestamp: true})
+
+	srv, err := minicloud.NewServer(cfg)
+	if err != nil {
+		t.Fatalf("minicloudtest: %v", err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		t.Fatalf("minicloudtest: listen: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	mc := &Cloud{URL: "http://" + ln.Addr().String(), Token: cfg.Tokens[0], Config: cfg, stop: cancel, done: make(chan error, 1)}
+	go func() { mc.done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		if err := mc.Stop(); err != nil {
+			t.Errorf("minicloudtest: %v", err)
+		}
+	})
+	mc.Client, err = client.New(mc.URL, mc.Token)
+	if err != nil {
+		t.Fatalf("minicloudtest: %v", err)
+	}
+	return mc
+}
+
+// Stop shuts the cloud down and waits until its listeners are closed and
+// its database is closed. Calling it again does nothing.
+func (c *Cloud) Stop() error {
+	c.stop()
+	err, ok := <-c.done
+	if !ok {
+		return nil
+	}
+	close(c.done)
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return fmt.Errorf("serve: %w", err)
+	}
+	return nil
+}
+
+// RandomToken returns a random bearer token.
+func RandomToken() string {
+	b := make([]byte, 16)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// orRandom returns p, or a random /24 in 127.<base..base+spread-1>.<0..255>.
+func orRandom(p netip.Prefix, base, spread int) netip.Prefix {
+	if p.IsValid() {
+		return p
+	}
+	a := netip.AddrFrom4([4]byte{127, byte(base + mrand.IntN(spread)), byte(mrand.IntN(256)), 0})
+	return netip.PrefixFrom(a, 24)
+}

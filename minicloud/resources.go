@@ -1,0 +1,499 @@
+package minicloud
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/netip"
+	"time"
+
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/store"
+)
+
+// ID prefixes per kind.
+const (
+	instancePrefix = "i-"
+	lbPrefix       = "lb-"
+	routePrefix    = "r-"
+)
+
+// Address pools.
+const (
+	poolInstance = "instance"
+	poolPublic   = "public"
+	poolVIP      = "vip"
+)
+
+// InstanceTypes are the machine sizes minicloud offers.
+var InstanceTypes = []api.InstanceType{
+	{Name: "mc.small", VCPUs: 1, MemoryMB: 2048},
+	{Name: "mc.medium", VCPUs: 2, MemoryMB: 4096},
+	{Name: "mc.large", VCPUs: 4, MemoryMB: 8192},
+}
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("/", notFoundHandler)
+	s.handle("GET /v1/regions", func(*http.Request) (int, any, error) {
+		return http.StatusOK, api.List[api.Region]{Items: []api.Region{{Name: Region, Zones: Zones}}}, nil
+	})
+	s.handle("GET /v1/instance-types", func(*http.Request) (int, any, error) {
+		return http.StatusOK, api.List[api.InstanceType]{Items: InstanceTypes}, nil
+	})
+
+	s.handle("POST /v1/instances", s.createInstance)
+	s.handle("GET /v1/instances", s.listInstances)
+	s.handle("GET /v1/instances/{id}", s.getInstance)
+	s.handle("POST /v1/instances/{id}/stop", s.setInstanceState(api.InstanceStopped))
+	s.handle("POST /v1/instances/{id}/start", s.setInstanceState(api.InstanceRunning))
+	s.handle("DELETE /v1/instances/{id}", s.deleteInstance)
+
+	s.handle("POST /v1/load-balancers", s.createLB)
+	s.handle("GET /v1/load-balancers", s.listLBs)
+	s.handle("GET /v1/load-balancers/{id}", s.getLB)
+	s.handle("PUT /v1/load-balancers/{id}", s.updateLB)
+	s.handle("DELETE /v1/load-balancers/{id}", s.deleteLB)
+
+	s.handle("POST /v1/routes", s.createRoute)
+	s.handle("GET /v1/routes", s.listRoutes)
+	s.handle("GET /v1/routes/{id}", s.getRoute)
+	s.handle("DELETE /v1/routes/{id}", s.deleteRoute)
+
+	s.handle("GET /v1/_stats", s.getStats)
+	s.handle("POST /v1/_stats/reset", s.resetStatsHandler)
+	s.handle("GET /v1/_faults", s.getFaults)
+	s.handle("PUT /v1/_faults", s.putFaults)
+}
+
+// create runs build in one write transaction. When the request carries an
+// Idempotency-Key that was used before, it creates nothing and returns the
+// ID and first response of the original request (replayed = true).
+func (s *Server) create(r *http.Request, body []byte, kind store.Kind, build func(tx *store.Tx) (id string, resource any, err error)) (id string, resource any, replayed bool, err error) {
+	key := r.Header.Get("Idempotency-Key")
+	sum := sha256.Sum256(body)
+	hash := hex.EncodeToString(sum[:])
+	err = s.store.Update(func(tx *store.Tx) error {
+		var scope string
+		if key != "" {
+			scope = idempotencyScope(r, key)
+			rec, err := tx.Idempotency(scope)
+			if err == nil {
+				if rec.RequestHash != hash {
+					return errConflict("Idempotency-Key %q was used with a different request", key)
+				}
+				id, resource, replayed = rec.ID, rec.Response, true
+				return nil
+			}
+			if !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		var err error
+		id, resource, err = build(tx)
+		if err != nil || key == "" {
+			return err
+		}
+		raw, err := json.Marshal(resource)
+		if err != nil {
+			return fmt.Errorf("encode %s %s: %w", kind, id, err)
+		}
+		return tx.PutIdempotency(scope, store.IdempotencyRecord{RequestHash: hash, Kind: kind, ID: id, Response: raw})
+	})
+	return id, resource, replayed, err
+}
+
+// replay answers a replayed create: the resource as it is now, or as it was
+// first returned when it has been deleted since.
+func replay(id string, first any, current func(id string) (any, error)) (int, any, error) {
+	if cur, err := current(id); err == nil {
+		return http.StatusCreated, cur, nil
+	}
+	return http.StatusCreated, first, nil
+}
+
+// storeErr maps store errors to API errors.
+func storeErr(err error, kind, id string) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return errNotFound("%s %q not found", kind, id)
+	}
+	if errors.Is(err, store.ErrExhausted) {
+		return errConflict("%v", err)
+	}
+	return err
+}
+
+// ---- instances
+
+func validateInstanceCreate(in *api.InstanceCreate) error {
+	if err := validateName("instance", in.Name); err != nil {
+		return err
+	}
+	if !knownType(in.Type) {
+		return errInvalid("unknown instance type %q", in.Type)
+	}
+	if !knownZone(in.Zone) {
+		return errInvalid("unknown zone %q (zones: %v)", in.Zone, Zones)
+	}
+	return validateTags(in.Tags)
+}
+
+func knownType(t string) bool {
+	for _, it := range InstanceTypes {
+		if it.Name == t {
+			return true
+		}
+	}
+	return false
+}
+
+func knownZone(z string) bool {
+	for _, known := range Zones {
+		if z == known {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *Server) createInstance(r *http.Request) (int, any, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var in api.InstanceCreate
+	if err := decodeStrict(body, &in); err != nil {
+		return 0, nil, err
+	}
+	if err := validateInstanceCreate(&in); err != nil {
+		return 0, nil, err
+	}
+	id, res, replayed, err := s.create(r, body, store.Instances, func(tx *store.Tx) (string, any, error) {
+		id, err := tx.NextID(store.Instances, instancePrefix)
+		if err != nil {
+			return "", nil, err
+		}
+		if owner, ok, err := tx.ClaimName(store.Instances, in.Name, id); err != nil {
+			return "", nil, err
+		} else if !ok {
+			return "", nil, errConflict("instance name %q is used by %s", in.Name, owner)
+		}
+		inst := api.Instance{
+			ID: id, Name: in.Name, Type: in.Type, Region: Region, Zone: in.Zone,
+			State: api.InstanceRunning, Tags: in.Tags, CreatedAt: time.Now().UTC(),
+		}
+		ip, err := tx.AllocateIP(poolInstance, s.cfg.InstanceCIDR, id)
+		if err != nil {
+			return "", nil, storeErr(err, "instance", id)
+		}
+		inst.PrivateIP = ip.String()
+		if in.PublicIP {
+			ip, err := tx.AllocateIP(poolPublic, s.cfg.PublicCIDR, id)
+			if err != nil {
+				return "", nil, storeErr(err, "instance", id)
+			}
+			inst.PublicIP = ip.String()
+		}
+		return id, inst, store.Put(tx, store.Instances, id, inst)
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	if replayed {
+		return replay(id, res, s.instance)
+	}
+	return http.StatusCreated, res, nil
+}
+
+func (s *Server) instance(id string) (any, error) {
+	var inst api.Instance
+	err := s.store.View(func(tx *store.Tx) error {
+		var err error
+		inst, err = store.Get[api.Instance](tx, store.Instances, id)
+		return err
+	})
+	return inst, storeErr(err, "instance", id)
+}
+
+func (s *Server) getInstance(r *http.Request) (int, any, error) {
+	id, err := pathID(r, instancePrefix, "instance")
+	if err != nil {
+		return 0, nil, err
+	}
+	inst, err := s.instance(id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, inst, nil
+}
+
+func (s *Server) listInstances(r *http.Request) (int, any, error) {
+	q, err := parseListQuery(r.URL.Query(), instancePrefix, true)
+	if err != nil {
+		return 0, nil, err
+	}
+	var items []api.Instance
+	var more bool
+	err = s.store.View(func(tx *store.Tx) error {
+		if q.name != "" {
+			// The name index answers the common "instance of this node"
+			// question without a scan.
+			id, err := tx.LookupName(store.Instances, q.name)
+			if errors.Is(err, store.ErrNotFound) || (err == nil && id <= q.after) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			inst, err := store.Get[api.Instance](tx, store.Instances, id)
+			if err != nil {
+				return err
+			}
+			if q.matchTags(inst.Tags) {
+				items = append(items, inst)
+			}
+			return nil
+		}
+		items, more, err = store.List(tx, store.Instances, q.after, q.pageSize, func(i *api.Instance) bool { return q.matchTags(i.Tags) })
+		return err
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, page(items, more, func(i api.Instance) string { return i.ID }), nil
+}
+
+func (s *Server) setInstanceState(state string) handlerFunc {
+	return func(r *http.Request) (int, any, error) {
+		id, err := pathID(r, instancePrefix, "instance")
+		if err != nil {
+			return 0, nil, err
+		}
+		var inst api.Instance
+		changed := false
+		err = s.store.Update(func(tx *store.Tx) error {
+			inst, err = store.Get[api.Instance](tx, store.Instances, id)
+			if err != nil || inst.State == state {
+				return err
+			}
+			inst.State, changed = state, true
+			return store.Put(tx, store.Instances, id, inst)
+		})
+		if err != nil {
+			return 0, nil, storeErr(err, "instance", id)
+		}
+		if changed {
+			s.reconcileLBsTargeting(id)
+		}
+		return http.StatusOK, inst, nil
+	}
+}
+
+func (s *Server) deleteInstance(r *http.Request) (int, any, error) {
+	id, err := pathID(r, instancePrefix, "instance")
+	if err != nil {
+		return 0, nil, err
+	}
+	err = s.store.Update(func(tx *store.Tx) error {
+		inst, err := store.Get[api.Instance](tx, store.Instances, id)
+		if err != nil {
+			return err
+		}
+		if err := tx.Delete(store.Instances, id); err != nil {
+			return err
+		}
+		if err := tx.ReleaseName(store.Instances, inst.Name); err != nil {
+			return err
+		}
+		if err := tx.ReleaseIP(poolInstance, inst.PrivateIP); err != nil {
+			return err
+		}
+		return tx.ReleaseIP(poolPublic, inst.PublicIP)
+	})
+	if err != nil {
+		return 0, nil, storeErr(err, "instance", id)
+	}
+	s.reconcileLBsTargeting(id)
+	return http.StatusNoContent, nil, nil
+}
+
+// ---- routes
+
+func (s *Server) createRoute(r *http.Request) (int, any, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var in api.RouteCreate
+	if err := decodeStrict(body, &in); err != nil {
+		return 0, nil, err
+	}
+	dst, err := netip.ParsePrefix(in.DestinationCIDR)
+	if err != nil {
+		return 0, nil, errInvalid("destination_cidr %q: %v", in.DestinationCIDR, err)
+	}
+	in.DestinationCIDR = dst.Masked().String()
+	if err := validateTags(in.Tags); err != nil {
+		return 0, nil, err
+	}
+	id, res, replayed, err := s.create(r, body, store.Routes, func(tx *store.Tx) (string, any, error) {
+		if _, err := store.Get[api.Instance](tx, store.Instances, in.TargetInstanceID); err != nil {
+			if errors.Is(err, store.ErrNotFound) {
+				return "", nil, errInvalid("target instance %q does not exist", in.TargetInstanceID)
+			}
+			return "", nil, err
+		}
+		id, err := tx.NextID(store.Routes, routePrefix)
+		if err != nil {
+			return "", nil, err
+		}
+		if owner, ok, err := tx.ClaimName(store.Routes, in.DestinationCIDR, id); err != nil {
+			return "", nil, err
+		} else if !ok {
+			return "", nil, errConflict("destination %s is already routed by %s", in.DestinationCIDR, owner)
+		}
+		rt := api.Route{ID: id, DestinationCIDR: in.DestinationCIDR, TargetInstanceID: in.TargetInstanceID, State: api.RouteActive, Tags: in.Tags, CreatedAt: time.Now().UTC()}
+		return id, rt, store.Put(tx, store.Routes, id, rt)
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	if replayed {
+		return replay(id, res, s.route)
+	}
+	return http.StatusCreated, res, nil
+}
+
+// routeState says whether the route's target still exists.
+func routeState(tx *store.Tx, rt *api.Route) {
+	rt.State = api.RouteActive
+	if _, err := store.Get[api.Instance](tx, store.Instances, rt.TargetInstanceID); err != nil {
+		rt.State = api.RouteBlackhole
+	}
+}
+
+func (s *Server) route(id string) (any, error) {
+	var rt api.Route
+	err := s.store.View(func(tx *store.Tx) error {
+		var err error
+		rt, err = store.Get[api.Route](tx, store.Routes, id)
+		if err == nil {
+			routeState(tx, &rt)
+		}
+		return err
+	})
+	return rt, storeErr(err, "route", id)
+}
+
+func (s *Server) getRoute(r *http.Request) (int, any, error) {
+	id, err := pathID(r, routePrefix, "route")
+	if err != nil {
+		return 0, nil, err
+	}
+	rt, err := s.route(id)
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, rt, nil
+}
+
+func (s *Server) listRoutes(r *http.Request) (int, any, error) {
+	q, err := parseListQuery(r.URL.Query(), routePrefix, false)
+	if err != nil {
+		return 0, nil, err
+	}
+	var items []api.Route
+	var more bool
+	err = s.store.View(func(tx *store.Tx) error {
+		items, more, err = store.List(tx, store.Routes, q.after, q.pageSize, func(rt *api.Route) bool { return q.matchTags(rt.Tags) })
+		for i := range items {
+			routeState(tx, &items[i])
+		}
+		return err
+	})
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, page(items, more, func(rt api.Route) string { return rt.ID }), nil
+}
+
+func (s *Server) deleteRoute(r *http.Request) (int, any, error) {
+	id, err := pathID(r, routePrefix, "route")
+	if err != nil {
+		return 0, nil, err
+	}
+	err = s.store.Update(func(tx *store.Tx) error {
+		rt, err := store.Get[api.Route](tx, store.Routes, id)
+		if err != nil {
+			return err
+		}
+		if err := tx.Delete(store.Routes, id); err != nil {
+			return err
+		}
+		return tx.ReleaseName(store.Routes, rt.DestinationCIDR)
+	})
+	if err != nil {
+		return 0, nil, storeErr(err, "route", id)
+	}
+	return http.StatusNoContent, nil, nil
+}
+
+// ---- operations
+
+func (s *Server) getStats(*http.Request) (int, any, error) {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	out := s.stats
+	out.Requests = make(map[string]int64, len(s.stats.Requests))
+	for k, v := range s.stats.Requests {
+		out.Requests[k] = v
+	}
+	out.ThrottledByOperation = make(map[string]int64, len(s.stats.ThrottledByOperation))
+	for k, v := range s.stats.ThrottledByOperation {
+		out.ThrottledByOperation[k] = v
+	}
+	return http.StatusOK, out, nil
+}
+
+func (s *Server) resetStatsHandler(*http.Request) (int, any, error) {
+	s.resetStats()
+	return http.StatusNoContent, nil, nil
+}
+
+func (s *Server) getFaults(*http.Request) (int, any, error) {
+	s.statsMu.Lock()
+	defer s.statsMu.Unlock()
+	return http.StatusOK, s.faults, nil
+}
+
+func validateFaults(f *api.Faults) error {
+	if f.ErrorRate < 0 || f.ErrorRate > 1 || f.ThrottleRate < 0 || f.ThrottleRate > 1 {
+		return errInvalid("error_rate and throttle_rate must be between 0 and 1")
+	}
+	if f.LatencyMS < 0 || f.LatencyMS > 60000 {
+		return errInvalid("latency_ms must be between 0 and 60000")
+	}
+	return nil
+}
+
+func (s *Server) putFaults(r *http.Request) (int, any, error) {
+	body, err := readBody(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	var f api.Faults
+	if err := decodeStrict(body, &f); err != nil {
+		return 0, nil, err
+	}
+	if err := validateFaults(&f); err != nil {
+		return 0, nil, err
+	}
+	s.statsMu.Lock()
+	s.faults = f
+	s.statsMu.Unlock()
+	s.log.Info("faults set", "errorRate", f.ErrorRate, "throttleRate", f.ThrottleRate, "latencyMS", f.LatencyMS, "operations", f.Operations)
+	return http.StatusOK, f, nil
+}
