@@ -1,0 +1,381 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/fake"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/stratus-ccm/stratus/internal/cloud"
+	"github.com/stratus-ccm/stratus/internal/controller/node/nodetest"
+	"github.com/stratus-ccm/stratus/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	log.SetLogger(logr.Discard())
+	testenv.Main(m)
+}
+
+const uninitialized = "node.cloudprovider.kubernetes.io/uninitialized"
+
+// start runs the cloud node controller for clouds.
+func start(t *testing.T, clouds *cloud.Set, opts Options) *nodetest.Harness {
+	t.Helper()
+	return nodetest.Start(t, nodetest.Config{}, func(mgr manager.Manager) (bool, error) { return Add(mgr, clouds, opts) })
+}
+
+func single(raw cloudprovider.Interface) *cloud.Set {
+	return cloud.Single(cloud.NewProvider("test", raw))
+}
+
+func initialized(h *nodetest.Harness, name string) func() bool {
+	return func() bool {
+		n := h.Node(name)
+		return n != nil && !nodetest.HasTaint(n, uninitialized)
+	}
+}
+
+// CONTRACT §5.9 items 1, 5, 6, 7: one initialization writes provider ID, the six
+// instance-type/topology labels, the filtered additional labels and the merged
+// addresses, removes only the uninitialized taint, and emits Synced.
+func TestInitializeV2(t *testing.T) {
+	c := nodetest.NewCloud("test")
+	c.AddInstance("n1", cloudprovider.InstanceMetadata{
+		InstanceType:  "large",
+		Zone:          "z1",
+		Region:        "r1",
+		NodeAddresses: []v1.NodeAddress{internal("10.0.0.1"), internal("10.0.0.2"), external("1.2.3.4")},
+		AdditionalLabels: map[string]string{
+			"example.com/rack": "r7", "kubernetes.io/evil": "x", "sub.k8s.io/evil": "x", "example.com/team": "cloud",
+		},
+	})
+	c.AddInstance("keep-id", cloudprovider.InstanceMetadata{ProviderID: "test://other", NodeAddresses: []v1.NodeAddress{internal("10.0.1.1")}})
+	h := start(t, single(c), Options{})
+
+	h.CreateNode("n1", nodetest.Uninitialized,
+		nodetest.Tainted("example.com/dedicated", "gpu", v1.TaintEffectNoExecute),
+		nodetest.WithLabels("example.com/team", "user"),
+		nodetest.WithAnnotation(ProvidedNodeIPAnnotation, "10.0.0.2"),
+		nodetest.WithAddresses(hostname("n1-kubelet"), internal("10.0.0.2")))
+	h.CreateNode("keep-id", nodetest.Uninitialized, nodetest.WithProviderID("test://keep-id-original"))
+	h.Eventually(20*time.Second, "n1 initialized", initialized(h, "n1"))
+
+	n := h.Node("n1")
+	if n.Spec.ProviderID != "test://n1" {
+		t.Errorf("providerID = %q", n.Spec.ProviderID)
+	}
+	wantLabels := map[string]string{
+		"node.kubernetes.io/instance-type": "large", "beta.kubernetes.io/instance-type": "large",
+		"topology.kubernetes.io/zone": "z1", "failure-domain.beta.kubernetes.io/zone": "z1",
+		"topology.kubernetes.io/region": "r1", "failure-domain.beta.kubernetes.io/region": "r1",
+		"example.com/rack": "r7", "example.com/team": "user",
+	}
+	for k, v := range wantLabels {
+		if n.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, n.Labels[k], v)
+		}
+	}
+	for _, k := range []string{"kubernetes.io/evil", "sub.k8s.io/evil"} {
+		if _, ok := n.Labels[k]; ok {
+			t.Errorf("reserved label %s applied", k)
+		}
+	}
+	// The API server's admission adds node.kubernetes.io/not-ready; both stay.
+	if want := []v1.Taint{{Key: "example.com/dedicated", Value: "gpu", Effect: v1.TaintEffectNoExecute}, {Key: v1.TaintNodeNotReady, Effect: v1.TaintEffectNoSchedule}}; !cmp.Equal(n.Spec.Taints, want) {
+		t.Errorf("taints = %v, want %v", n.Spec.Taints, want)
+	}
+	// provided-node-ip keeps one InternalIP, first; the kubelet hostname is kept.
+	if want := []v1.NodeAddress{internal("10.0.0.2"), external("1.2.3.4"), hostname("n1-kubelet")}; !cmp.Equal(n.Status.Addresses, want) {
+		t.Errorf("addresses = %v, want %v", n.Status.Addresses, want)
+	}
+	h.Eventually(10*time.Second, "Synced event", func() bool { return len(h.Events("n1", ReasonSynced)) == 1 })
+	if ev := h.Events("n1", ReasonSynced)[0]; ev.Type != v1.EventTypeNormal || ev.Source.Component != Component || ev.InvolvedObject.APIVersion != "v1" {
+		t.Errorf("Synced event = %+v", ev)
+	}
+
+	h.Eventually(20*time.Second, "keep-id initialized", initialized(h, "keep-id"))
+	if got := h.Node("keep-id").Spec.ProviderID; got != "test://keep-id-original" {
+		t.Errorf("existing providerID overwritten: %q", got)
+	}
+}
+
+// byNameOnly is a v1 provider (Instances + Zones) whose by-provider-ID lookups
+// fail, so that initialization must fall back to the by-name calls.
+type byNameOnly struct{ *fake.Cloud }
+
+func (c *byNameOnly) Instances() (cloudprovider.Instances, bool) { return c, true }
+func (c *byNameOnly) Zones() (cloudprovider.Zones, bool)         { return c, true }
+func (c *byNameOnly) NodeAddressesByProviderID(_ context.Context, _ string) ([]v1.NodeAddress, error) {
+	return nil, errors.New("by provider ID unavailable")
+}
+func (c *byNameOnly) InstanceTypeByProviderID(_ context.Context, _ string) (string, error) {
+	return "", errors.New("by provider ID unavailable")
+}
+func (c *byNameOnly) GetZoneByProviderID(_ context.Context, _ string) (cloudprovider.Zone, error) {
+	return cloudprovider.Zone{}, errors.New("by provider ID unavailable")
+}
+
+// CONTRACT §5.9 item 2: Instances (v1) + Zones, with the by-name fallbacks.
+func TestInitializeV1Zones(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		raw  cloudprovider.Interface
+	}{
+		{"by provider ID", &fake.Cloud{}},
+		{"fallback by name", &byNameOnly{&fake.Cloud{}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var f *fake.Cloud
+			switch raw := tc.raw.(type) {
+			case *fake.Cloud:
+				f = raw
+			case *byNameOnly:
+				f = raw.Cloud
+			}
+			// Fixed before the controller starts: fake.Cloud is not safe to change
+			// while it is being called.
+			f.Provider = "fake"
+			f.ExtID = map[types.NodeName]string{"v1-node": "i-123"}
+			f.InstanceTypes = map[types.NodeName]string{"v1-node": "m5", "fake://i-123": "m5"}
+			f.Addresses = []v1.NodeAddress{internal("10.1.0.1"), hostname("v1-node.cloud")}
+			f.Zone = cloudprovider.Zone{FailureDomain: "zone-a", Region: "region-1"}
+			h := start(t, cloud.Single(cloud.NewProvider("fake", tc.raw)), Options{})
+			h.CreateNode("v1-node", nodetest.Uninitialized)
+			h.Eventually(20*time.Second, "v1-node initialized", initialized(h, "v1-node"))
+			n := h.Node("v1-node")
+			if n.Spec.ProviderID != "fake://i-123" {
+				t.Errorf("providerID = %q", n.Spec.ProviderID)
+			}
+			for k, v := range map[string]string{
+				"node.kubernetes.io/instance-type": "m5", "beta.kubernetes.io/instance-type": "m5",
+				"topology.kubernetes.io/zone": "zone-a", "failure-domain.beta.kubernetes.io/zone": "zone-a",
+				"topology.kubernetes.io/region": "region-1", "failure-domain.beta.kubernetes.io/region": "region-1",
+			} {
+				if n.Labels[k] != v {
+					t.Errorf("label %s = %q, want %q", k, n.Labels[k], v)
+				}
+			}
+			if want := f.Addresses; !cmp.Equal(n.Status.Addresses, want) {
+				t.Errorf("addresses = %v, want %v", n.Status.Addresses, want)
+			}
+		})
+	}
+}
+
+// CONTRACT §5.9 item 9 (v1 part): a v1 provider returning NotImplemented for the
+// provider ID initializes the node without one.
+func TestInitializeV1ProviderIDNotImplemented(t *testing.T) {
+	f := &fake.Cloud{
+		Provider:      "fake",
+		DisableZones:  true,
+		ExtIDErr:      map[types.NodeName]error{"noid": cloudprovider.NotImplemented},
+		InstanceTypes: map[types.NodeName]string{"noid": "small"},
+		Addresses:     []v1.NodeAddress{internal("10.2.0.1")},
+	}
+	h := start(t, cloud.Single(cloud.NewProvider("fake", f)), Options{})
+	h.CreateNode("noid", nodetest.Uninitialized)
+	h.Eventually(20*time.Second, "noid initialized", initialized(h, "noid"))
+	if n := h.Node("noid"); n.Spec.ProviderID != "" || n.Labels["node.kubernetes.io/instance-type"] != "small" {
+		t.Errorf("node = providerID %q labels %v", n.Spec.ProviderID, n.Labels)
+	}
+}
+
+// CONTRACT §5.9 item 3: a metadata error, a missing provider ID and a provided
+// node IP the cloud does not know keep the taint, emit a Warning event, and the
+// node is retried until it succeeds.
+func TestInitializationFailuresRetry(t *testing.T) {
+	for i, tc := range []struct {
+		name  string
+		setup func(c *nodetest.Cloud, name string)
+		node  []func(*v1.Node)
+		fix   func(c *nodetest.Cloud, name string)
+	}{
+		{
+			name:  "metadata error",
+			setup: func(c *nodetest.Cloud, _ string) { c.SetMetadataError(errors.New("cloud API down")) },
+			fix:   func(c *nodetest.Cloud, _ string) { c.SetMetadataError(nil) },
+		},
+		{
+			name: "missing provider ID",
+			setup: func(c *nodetest.Cloud, name string) {
+				c.SetMetadata(name, cloudprovider.InstanceMetadata{NodeAddresses: []v1.NodeAddress{internal("10.0.0.1")}})
+			},
+			fix: func(c *nodetest.Cloud, name string) {
+				c.SetMetadata(name, cloudprovider.InstanceMetadata{ProviderID: c.ProviderID(name), NodeAddresses: []v1.NodeAddress{internal("10.0.0.1")}})
+			},
+		},
+		{
+			name: "provided node IP unknown to the cloud",
+			node: []func(*v1.Node){nodetest.WithAnnotation(ProvidedNodeIPAnnotation, "10.9.9.9")},
+			fix: func(c *nodetest.Cloud, name string) {
+				c.AddInstance(name, cloudprovider.InstanceMetadata{NodeAddresses: []v1.NodeAddress{internal("10.0.0.1"), internal("10.9.9.9")}})
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			name := fmt.Sprintf("fail-%d", i)
+			c := nodetest.NewCloud("test")
+			c.AddInstance(name, cloudprovider.InstanceMetadata{NodeAddresses: []v1.NodeAddress{internal("10.0.0.1")}})
+			if tc.setup != nil {
+				tc.setup(c, name)
+			}
+			h := start(t, single(c), Options{})
+			h.CreateNode(name, append([]func(*v1.Node){nodetest.Uninitialized}, tc.node...)...)
+			h.Eventually(20*time.Second, "InitializationFailed event", func() bool {
+				return len(h.Events(name, ReasonInitializationFailed)) > 0
+			})
+			if ev := h.Events(name, ReasonInitializationFailed)[0]; ev.Type != v1.EventTypeWarning {
+				t.Errorf("event type = %s", ev.Type)
+			}
+			h.Eventually(5*time.Second, "a retry", func() bool { return c.Calls("InstanceMetadata") >= 2 })
+			if n := h.Node(name); !nodetest.HasTaint(n, uninitialized) || len(h.Events(name, ReasonSynced)) > 0 {
+				t.Fatalf("failed node lost its taint or was reported synced: %v", n.Spec.Taints)
+			}
+			tc.fix(c, name)
+			h.Eventually(30*time.Second, "initialized after the fix", initialized(h, name))
+			if n := h.Node(name); n.Spec.ProviderID != c.ProviderID(name) {
+				t.Errorf("providerID = %q", n.Spec.ProviderID)
+			}
+		})
+	}
+}
+
+// CONTRACT §5.9 item 4: nil metadata leaves the node alone and is not retried.
+func TestNilMetadata(t *testing.T) {
+	c := nodetest.NewCloud("test")
+	c.SetNilMetadata(true)
+	h := start(t, single(c), Options{})
+	created := h.CreateNode("n", nodetest.Uninitialized)
+	h.Eventually(10*time.Second, "metadata asked", func() bool { return c.Calls("InstanceMetadata") == 1 })
+	h.Consistently(time.Second, "no write and no retry", func() bool {
+		return h.Node("n").ResourceVersion == created.ResourceVersion && c.Calls("InstanceMetadata") == 1
+	})
+}
+
+// A node whose provider ID names a provider that is not configured is never read
+// from a cloud nor written, tainted or not.
+func TestForeignNodeUntouched(t *testing.T) {
+	c := nodetest.NewCloud("test").Listing()
+	h := start(t, single(c), Options{StatusUpdateFrequency: 100 * time.Millisecond})
+	foreign := h.CreateNode("foreign", nodetest.Uninitialized, nodetest.WithProviderID("vsphere://abc"),
+		nodetest.WithLabels("failure-domain.beta.kubernetes.io/zone", "z-beta"))
+	foreign2 := h.CreateNode("foreign-init", nodetest.WithProviderID("vsphere://def"),
+		nodetest.WithLabels("failure-domain.beta.kubernetes.io/zone", "z-beta"), nodetest.WithAddresses(internal("192.168.0.1")))
+	// A node of ours, to know the controller is running.
+	c.AddInstance("ours", cloudprovider.InstanceMetadata{NodeAddresses: []v1.NodeAddress{internal("10.0.0.1")}})
+	h.CreateNode("ours", nodetest.Uninitialized)
+	h.Eventually(20*time.Second, "ours initialized", initialized(h, "ours"))
+	calls := c.Calls("InstanceMetadata")
+	h.Consistently(time.Second, "foreign nodes untouched", func() bool {
+		return h.Node("foreign").ResourceVersion == foreign.ResourceVersion &&
+			h.Node("foreign-init").ResourceVersion == foreign2.ResourceVersion &&
+			c.Calls("InstanceMetadata") == calls
+	})
+}
+
+// CONTRACT §5.9 item 9 and the deliberate difference: GA labels lead, beta
+// labels follow, without cloud calls.
+func TestLabelRepair(t *testing.T) {
+	c := nodetest.NewCloud("test")
+	h := start(t, single(c), Options{StatusUpdateFrequency: time.Hour})
+	h.CreateNode("n", nodetest.WithProviderID("test://n"),
+		nodetest.WithLabels("topology.kubernetes.io/zone", "z1", "failure-domain.beta.kubernetes.io/zone", "z1"))
+	// The address refresh's first pass asks once; label repair never does.
+	h.Eventually(10*time.Second, "first refresh pass", func() bool { return c.Calls("InstanceMetadata") == 1 })
+	h.UpdateNode("n", func(n *v1.Node) { n.Labels["topology.kubernetes.io/zone"] = "z2" })
+	h.Eventually(10*time.Second, "beta zone follows GA", func() bool {
+		n := h.Node("n")
+		return n.Labels["failure-domain.beta.kubernetes.io/zone"] == "z2" && n.Labels["topology.kubernetes.io/zone"] == "z2"
+	})
+	h.UpdateNode("n", func(n *v1.Node) { n.Labels["beta.kubernetes.io/instance-type"] = "old-only-beta" })
+	h.Eventually(10*time.Second, "GA instance type filled from beta", func() bool {
+		return h.Node("n").Labels["node.kubernetes.io/instance-type"] == "old-only-beta"
+	})
+	if n := c.TotalCalls(); n != 1 {
+		t.Errorf("label repair made %d cloud calls", n-1)
+	}
+}
+
+// CONTRACT §5.9 items 7 and 8 with the deliberate difference: the periodic
+// refresh rewrites addresses that changed (replace semantics, exact ordered
+// comparison), keeps them when the cloud reports none, skips tainted nodes, and
+// costs one listing per pass when the provider can list.
+func TestRefresh(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		listing bool
+	}{{"per node", false}, {"listing", true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := nodetest.NewCloud("test")
+			var raw cloudprovider.Interface = c
+			if tc.listing {
+				raw = c.Listing()
+			}
+			c.AddInstance("a", cloudprovider.InstanceMetadata{NodeAddresses: []v1.NodeAddress{internal("10.0.0.1"), external("1.1.1.1")}})
+			c.AddInstance("b", cloudprovider.InstanceMetadata{NodeAddresses: nil})
+			h := start(t, single(raw), Options{StatusUpdateFrequency: 200 * time.Millisecond, Workers: 1})
+			h.CreateNode("a", nodetest.WithProviderID("test://a"), nodetest.WithAddresses(internal("10.0.0.9"), internal("10.0.0.8"), hostname("a")))
+			h.CreateNode("b", nodetest.WithProviderID("test://b"), nodetest.WithAddresses(internal("10.0.0.2")))
+			// The cloud has no instance for it: initialization keeps failing.
+			h.CreateNode("tainted", nodetest.Uninitialized, nodetest.WithProviderID("test://elsewhere"), nodetest.WithAddresses(internal("10.0.0.7")))
+
+			h.Eventually(10*time.Second, "a's addresses replaced", func() bool {
+				return cmp.Equal(h.Node("a").Status.Addresses, []v1.NodeAddress{internal("10.0.0.1"), external("1.1.1.1"), hostname("a")})
+			})
+			// Reordering across types is a change.
+			c.AddInstance("a", cloudprovider.InstanceMetadata{NodeAddresses: []v1.NodeAddress{external("1.1.1.1"), internal("10.0.0.1")}})
+			h.Eventually(10*time.Second, "a's reordered addresses", func() bool {
+				return cmp.Equal(h.Node("a").Status.Addresses, []v1.NodeAddress{external("1.1.1.1"), internal("10.0.0.1"), hostname("a")})
+			})
+			a := h.Node("a")
+			listings := c.Calls("ListInstances")
+			h.Eventually(10*time.Second, "two more passes", func() bool {
+				return c.Calls("ListInstances") >= listings+2 || (!tc.listing && c.Calls("InstanceMetadata") > 6)
+			})
+			if got := h.Node("a"); got.ResourceVersion != a.ResourceVersion {
+				t.Errorf("unchanged addresses were rewritten")
+			}
+			if got := h.Node("b").Status.Addresses; !cmp.Equal(got, []v1.NodeAddress{internal("10.0.0.2")}) {
+				t.Errorf("empty cloud list changed b's addresses to %v", got)
+			}
+			if got := h.Node("tainted").Status.Addresses; !cmp.Equal(got, []v1.NodeAddress{internal("10.0.0.7")}) {
+				t.Errorf("tainted node's addresses refreshed to %v", got)
+			}
+			if tc.listing {
+				// With a listing, the refresh never asks about a node on its own.
+				if got := c.Calls("InstanceMetadata/a") + c.Calls("InstanceMetadata/b"); got != 0 {
+					t.Errorf("%d per-node metadata calls despite the listing", got)
+				}
+			}
+		})
+	}
+}
+
+// Add rejects worker counts below 0 (0 means the default) and does not start
+// without an instances-capable provider.
+func TestAddOptions(t *testing.T) {
+	env := testenv.Get(t)
+	mgr, err := manager.New(env.Config, manager.Options{Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := nodetest.NewCloud("test")
+	if _, err := Add(mgr, single(c), Options{Workers: -1}); err == nil {
+		t.Error("Workers -1 accepted")
+	}
+	started, err := Add(mgr, single(&fake.Cloud{DisableInstances: true}), Options{})
+	if started || err != nil {
+		t.Errorf("Add without instances = %v, %v; want not started", started, err)
+	}
+}
