@@ -224,17 +224,17 @@ func TestSameAddresses(t *testing.T) {
 	}
 }
 
-func TestNodeNames(t *testing.T) {
+func TestLoggableNodeNames(t *testing.T) {
 	var nodes []*v1.Node
 	for i := range 25 {
-		nodes = append(nodes, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%d", i)}})
+		nodes = append(nodes, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%02d", 24-i)}})
 	}
-	if got, want := nodeNames(nodes[:2], 20), "[n0, n1]"; got != want {
-		t.Errorf("nodeNames = %q, want %q", got, want)
+	if got, want := fmt.Sprint(loggableNodeNames(nodes[:2])), "[n23 n24]"; got != want {
+		t.Errorf("loggableNodeNames = %s, want %s", got, want)
 	}
-	got := nodeNames(nodes, 20)
-	if !strings.Contains(got, "n19, 5 more]") || !strings.Contains(got, "total number of nodes: 25") || strings.Contains(got, "n20") {
-		t.Errorf("nodeNames = %q", got)
+	got := loggableNodeNames(nodes)
+	if len(got) != 21 || got[0] != "n05" || got[19] != "n24" || got[20] != "<5 more>" {
+		t.Errorf("loggableNodeNames = %v", got)
 	}
 }
 

@@ -4,8 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -170,7 +170,8 @@ func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry c
 	}
 	nodeSyncErrors.Inc()
 	s.recorder.Eventf(svc, v1.EventTypeWarning, "UpdateLoadBalancerFailed",
-		"Error updating load balancer with new hosts %s, error: %v", nodeNames(nodes, 20), err)
+		"Error updating load balancer with new hosts %v [node names limited, total number of nodes: %d], error: %v",
+		loggableNodeNames(nodes), len(nodes), err)
 	logger.Error(err, "update load balancer backends; retrying with a full ensure")
 	// Forget the recorded set so that the next pass retries too if the ensure fails.
 	s.cache.update(client.ObjectKeyFromObject(svc), func(e *cachedService) {
@@ -181,23 +182,20 @@ func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry c
 	s.retry(ctx, svc)
 }
 
-// nodeNames formats up to limit node names as upstream's UpdateLoadBalancerFailed
-// message does.
-func nodeNames(nodes []*v1.Node, limit int) string {
-	names := make([]string, 0, min(len(nodes), limit))
-	for i, n := range nodes {
-		if i == limit {
-			break
-		}
+// maxNodeNames limits the node names in an UpdateLoadBalancerFailed event.
+const maxNodeNames = 20
+
+// loggableNodeNames returns the sorted names of the first maxNodeNames nodes and,
+// if there are more, "<N more>", as upstream's event message has them.
+func loggableNodeNames(nodes []*v1.Node) []string {
+	shown := nodes[:min(len(nodes), maxNodeNames)]
+	names := make([]string, 0, len(shown)+1)
+	for _, n := range shown {
 		names = append(names, n.Name)
 	}
-	s := "[" + strings.Join(names, ", ")
-	if len(nodes) > limit {
-		s += fmt.Sprintf(", %d more", len(nodes)-limit)
+	slices.Sort(names)
+	if len(nodes) > maxNodeNames {
+		names = append(names, fmt.Sprintf("<%d more>", len(nodes)-maxNodeNames))
 	}
-	s += "]"
-	if len(nodes) > limit {
-		s += fmt.Sprintf(" [node names limited, total number of nodes: %d]", len(nodes))
-	}
-	return s
+	return names
 }
