@@ -71,9 +71,11 @@ func (b *budget) acquire(ctx context.Context, prio Priority) (release func(), er
 	b.queues[prio] = append(b.queues[prio], w)
 	for {
 		var wait time.Duration
+		var until time.Time
 		if b.nextLocked() == w {
 			now := b.clock.Now()
 			wait = b.delayLocked(now)
+			until = now.Add(wait)
 			if wait == 0 && (b.maxConcurrent <= 0 || b.inFlight < b.maxConcurrent) {
 				if b.limiter != nil {
 					b.limiter.AllowN(now, 1)
@@ -87,7 +89,7 @@ func (b *budget) acquire(ctx context.Context, prio Priority) (release func(), er
 			}
 		}
 		b.mu.Unlock()
-		if err := b.waitFor(ctx, w.wake, wait); err != nil {
+		if err := b.waitFor(ctx, w.wake, wait, until); err != nil {
 			b.mu.Lock()
 			b.removeLocked(prio, w)
 			b.signalNextLocked()
@@ -98,12 +100,17 @@ func (b *budget) acquire(ctx context.Context, prio Priority) (release func(), er
 	}
 }
 
-// waitFor blocks until wake is signalled, d has passed (when d > 0) or ctx ends.
-func (b *budget) waitFor(ctx context.Context, wake <-chan struct{}, d time.Duration) error {
+// waitFor blocks until wake is signalled, the clock reaches until (when d > 0),
+// or ctx ends.
+func (b *budget) waitFor(ctx context.Context, wake <-chan struct{}, d time.Duration, until time.Time) error {
 	var timeout <-chan time.Time
 	if d > 0 {
 		t := b.clock.NewTimer(d)
 		defer t.Stop()
+		// The clock may have moved since d was computed; never wait past until.
+		if !b.clock.Now().Before(until) {
+			return nil
+		}
 		timeout = t.C()
 	}
 	select {

@@ -21,9 +21,10 @@ const creationSlack = 2 * time.Second
 //
 // A listing answers questions for its freshness window. Concurrent listings are
 // coalesced into one cloud call. A listing that lacks a node's instance is
-// trusted only if it started after the node object was created; otherwise (a node
-// that joined after the listing: its machine is likely newer too) the cache lists
-// again once before answering "not found". An empty listing answers nothing
+// trusted only if it started after the node object was created (machines are
+// older than their nodes) or after the question was asked; otherwise, for a node
+// that joined after the listing, the cache lists again once before answering "not
+// found". An empty listing answers nothing
 // (ErrEmptyListing), and a failed one is an error, never "gone".
 type instanceCache struct {
 	p         *Provider
@@ -87,43 +88,46 @@ func (s *snapshot) instances() []pcp.Instance {
 // current returns a listing younger than the freshness window, listing when
 // needed.
 func (c *instanceCache) current(ctx context.Context) (*snapshot, error) {
-	c.mu.Lock()
-	snap := c.snap
-	c.mu.Unlock()
-	if snap != nil && c.p.clock.Since(snap.startedAt) < c.freshness {
-		return snap, nil
+	snap, _, err := c.get(ctx, c.freshSince(c.p.clock.Now()))
+	return snap, err
+}
+
+// freshSince is the earliest start of a listing that is fresh at now.
+func (c *instanceCache) freshSince(now time.Time) time.Time {
+	if c.freshness <= 0 {
+		return now
 	}
-	return c.relist(ctx, time.Time{})
+	return now.Add(-c.freshness + 1)
 }
 
 // lookup returns the node's instance, nil when it does not exist, ErrEmptyListing
 // when the listing is empty, or the listing's error.
 func (c *instanceCache) lookup(ctx context.Context, node *v1.Node) (*pcp.Instance, error) {
-	c.mu.Lock()
-	snap := c.snap
-	c.mu.Unlock()
-	hit := snap != nil && c.p.clock.Since(snap.startedAt) < c.freshness
-	if !hit {
-		var err error
-		if snap, err = c.relist(ctx, time.Time{}); err != nil {
-			return nil, fmt.Errorf("instance of node %s: %w", node.Name, err)
-		}
+	start := c.p.clock.Now()
+	snap, listed, err := c.get(ctx, c.freshSince(start))
+	if err != nil {
+		return nil, fmt.Errorf("instance of node %s: %w", node.Name, err)
 	}
 	inst := snap.find(node)
-	if inst == nil && !snap.startedAt.After(node.CreationTimestamp.Add(creationSlack)) {
-		// The listing may predate the node's machine: list again, once.
-		hit = false
-		notBefore := node.CreationTimestamp.Add(creationSlack)
-		var err error
-		if snap, err = c.relist(ctx, notBefore); err != nil {
+	// A miss counts only if the listing started after the node was created (its
+	// machine is older than the node object) or after this lookup began (nothing
+	// fresher can be had); otherwise list again.
+	notBefore := node.CreationTimestamp.Add(creationSlack)
+	if start.Before(notBefore) {
+		notBefore = start
+	}
+	if inst == nil && snap.startedAt.Before(notBefore) {
+		var relisted bool
+		if snap, relisted, err = c.get(ctx, notBefore); err != nil {
 			return nil, fmt.Errorf("instance of node %s: %w", node.Name, err)
 		}
+		listed = listed || relisted
 		inst = snap.find(node)
 	}
-	if hit {
-		cacheHits.WithLabelValues(c.p.name).Inc()
-	} else {
+	if listed {
 		cacheMisses.WithLabelValues(c.p.name).Inc()
+	} else {
+		cacheHits.WithLabelValues(c.p.name).Inc()
 	}
 	if inst == nil && len(snap.list) == 0 {
 		return nil, fmt.Errorf("instance of node %s: provider %s: %w", node.Name, c.p.name, ErrEmptyListing)
@@ -131,20 +135,35 @@ func (c *instanceCache) lookup(ctx context.Context, node *v1.Node) (*pcp.Instanc
 	return inst, nil
 }
 
-// relist returns a new listing, joining one in flight if there is one. When
-// notBefore is set and the joined listing started before it, it lists once more.
-func (c *instanceCache) relist(ctx context.Context, notBefore time.Time) (*snapshot, error) {
-	snap, err := c.listShared(ctx)
-	if err == nil && !notBefore.IsZero() && snap.startedAt.Before(notBefore) {
-		snap, err = c.listShared(ctx)
+// get returns a listing that started at or after notBefore: the cached one when it
+// qualifies, else a new one (listed is then true), joining a listing in flight and
+// listing once more if the joined one started too early.
+func (c *instanceCache) get(ctx context.Context, notBefore time.Time) (snap *snapshot, listed bool, err error) {
+	c.mu.Lock()
+	snap = c.snap
+	c.mu.Unlock()
+	if snap != nil && !snap.startedAt.Before(notBefore) {
+		return snap, false, nil
 	}
-	return snap, err
+	for range 2 {
+		if snap, err = c.listShared(ctx, notBefore); err != nil || !snap.startedAt.Before(notBefore) {
+			break
+		}
+	}
+	return snap, true, err
 }
 
-// listShared makes one listing for all concurrent callers. The first caller's
-// context (and so its priority) carries the call.
-func (c *instanceCache) listShared(ctx context.Context) (*snapshot, error) {
+// listShared makes one listing for all concurrent callers; the caller that starts
+// it first reuses a cached listing that has become good enough meanwhile. The
+// first caller's context (and so its priority) carries the call.
+func (c *instanceCache) listShared(ctx context.Context, notBefore time.Time) (*snapshot, error) {
 	ch := c.group.DoChan("list", func() (any, error) {
+		c.mu.Lock()
+		cached := c.snap
+		c.mu.Unlock()
+		if cached != nil && !cached.startedAt.Before(notBefore) {
+			return cached, nil
+		}
 		lister, _ := c.p.instanceLister()
 		started := c.p.clock.Now()
 		list, err := call(ctx, c.p, "ListInstances", lister.ListInstances)

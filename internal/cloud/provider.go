@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -34,6 +35,7 @@ type Provider struct {
 	retryBackoff time.Duration
 	cache        *instanceCache // nil when the provider cannot list instances
 	reads        singleflight.Group
+	coalescing   atomic.Int32 // callers inside coalesce (observed by tests)
 }
 
 var _ cloudprovider.Interface = (*Provider)(nil)
@@ -236,6 +238,8 @@ func copyMetadata(md *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMet
 // The first caller's context carries the call.
 func coalesce[T any](ctx context.Context, p *Provider, method string, node *v1.Node, fn func(context.Context) (T, error)) (T, error) {
 	key := method + "\x00" + node.Name + "\x00" + node.Spec.ProviderID
+	p.coalescing.Add(1)
+	defer p.coalescing.Add(-1)
 	ch := p.reads.DoChan(key, func() (any, error) { return fn(ctx) })
 	select {
 	case r := <-ch:
