@@ -1,0 +1,686 @@
+package minicloud_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/client"
+	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
+)
+
+// raw sends a request with the cloud's token (unless headers override
+// Authorization) and returns the status, headers and body.
+func raw(t *testing.T, mc *minicloudtest.Cloud, method, path, body string, headers map[string]string) (int, http.Header, []byte) {
+	t.Helper()
+	var rd io.Reader
+	if body != "" {
+		rd = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(context.Background(), method, mc.URL+path, rd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+mc.Token)
+	for k, v := range headers {
+		if v == "" {
+			req.Header.Del(k)
+		} else {
+			req.Header.Set(k, v)
+		}
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header, out
+}
+
+func errorCode(t *testing.T, body []byte) string {
+	t.Helper()
+	var eb api.ErrorBody
+	if err := json.Unmarshal(body, &eb); err != nil || eb.Error.Code == "" || eb.Error.Message == "" {
+		t.Fatalf("not an error body: %s", body)
+	}
+	return eb.Error.Code
+}
+
+func newInstance(t *testing.T, c *client.Client, name string, tags map[string]string) *api.Instance {
+	t.Helper()
+	inst, err := c.CreateInstance(context.Background(), api.InstanceCreate{Name: name, Type: "mc.small", Zone: "mc-central-b", Tags: tags})
+	if err != nil {
+		t.Fatalf("create instance %s: %v", name, err)
+	}
+	return inst
+}
+
+func TestAuth(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	for _, tc := range []struct {
+		name   string
+		header string
+		want   int
+	}{
+		{"missing", "", http.StatusUnauthorized},
+		{"wrong token", "Bearer nope", http.StatusUnauthorized},
+		{"not bearer", "Basic " + mc.Token, http.StatusUnauthorized},
+		{"empty bearer", "Bearer ", http.StatusUnauthorized},
+		{"right token", "Bearer " + mc.Token, http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, path := range []string{"/v1/instances", "/v1/regions", "/v1/_stats"} {
+				status, _, body := raw(t, mc, http.MethodGet, path, "", map[string]string{"Authorization": tc.header})
+				if status != tc.want {
+					t.Fatalf("GET %s with %q: status %d, want %d (%s)", path, tc.header, status, tc.want, body)
+				}
+				if tc.want == http.StatusUnauthorized && errorCode(t, body) != api.CodeUnauthorized {
+					t.Fatalf("GET %s: code %s", path, body)
+				}
+			}
+		})
+	}
+	other, err := client.New(mc.URL, "wrong")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.ListInstances(context.Background(), client.ListOptions{}); !client.IsUnauthorized(err) {
+		t.Fatalf("client with wrong token: %v, want unauthorized", err)
+	}
+}
+
+func TestRegionsAndInstanceTypes(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	ctx := context.Background()
+	regions, err := mc.Client.Regions(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []api.Region{{Name: "mc-central", Zones: []string{"mc-central-a", "mc-central-b", "mc-central-c"}}}
+	if diff := cmp.Diff(want, regions); diff != "" {
+		t.Errorf("regions (-want +got):\n%s", diff)
+	}
+	types, err := mc.Client.InstanceTypes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, it := range types {
+		names = append(names, it.Name)
+		if it.VCPUs < 1 || it.MemoryMB < 1 {
+			t.Errorf("instance type %+v has no size", it)
+		}
+	}
+	if diff := cmp.Diff([]string{"mc.small", "mc.medium", "mc.large"}, names); diff != "" {
+		t.Errorf("instance types (-want +got):\n%s", diff)
+	}
+}
+
+func TestInstanceLifecycle(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	ctx := context.Background()
+	c := mc.Client
+	start := time.Now().Add(-time.Second)
+	inst, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "node-1", Type: "mc.medium", Zone: "mc-central-c", PublicIP: true, Tags: map[string]string{"cluster": "a"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.ID == "" || inst.State != api.InstanceRunning || inst.Region != "mc-central" || inst.Zone != "mc-central-c" || inst.Type != "mc.medium" || inst.CreatedAt.Before(start) {
+		t.Fatalf("created instance %+v", inst)
+	}
+	if ip := netip.MustParseAddr(inst.PrivateIP); !mc.Config.InstanceCIDR.Contains(ip) {
+		t.Errorf("private IP %s not in %s", ip, mc.Config.InstanceCIDR)
+	}
+	if ip := netip.MustParseAddr(inst.PublicIP); !mc.Config.PublicCIDR.Contains(ip) {
+		t.Errorf("public IP %s not in %s", ip, mc.Config.PublicCIDR)
+	}
+	second := newInstance(t, c, "node-2", nil)
+	if second.PublicIP != "" || second.PrivateIP == inst.PrivateIP || second.ID == inst.ID {
+		t.Errorf("second instance %+v collides with or copies %+v", second, inst)
+	}
+
+	got, err := c.GetInstance(ctx, inst.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(inst, got); diff != "" {
+		t.Errorf("GET differs from create (-create +get):\n%s", diff)
+	}
+
+	stopped, err := c.StopInstance(ctx, inst.ID)
+	if err != nil || stopped.State != api.InstanceStopped {
+		t.Fatalf("stop: %+v, %v", stopped, err)
+	}
+	if got, _ := c.GetInstance(ctx, inst.ID); got.State != api.InstanceStopped {
+		t.Fatalf("after stop, state %q", got.State)
+	}
+	started, err := c.StartInstance(ctx, inst.ID)
+	if err != nil || started.State != api.InstanceRunning {
+		t.Fatalf("start: %+v, %v", started, err)
+	}
+
+	if err := c.DeleteInstance(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetInstance(ctx, inst.ID); !client.IsNotFound(err) {
+		t.Fatalf("GET after delete: %v, want not found", err)
+	}
+	if err := c.DeleteInstance(ctx, inst.ID); !client.IsNotFound(err) {
+		t.Fatalf("second delete: %v, want not found", err)
+	}
+	for _, op := range []func(context.Context, string) (*api.Instance, error){c.StopInstance, c.StartInstance} {
+		if _, err := op(ctx, inst.ID); !client.IsNotFound(err) {
+			t.Fatalf("stop/start of deleted instance: %v, want not found", err)
+		}
+	}
+	all, err := c.ListInstances(ctx, client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != 1 || all[0].ID != second.ID {
+		t.Fatalf("list after delete: %+v", all)
+	}
+	// The name is free again; the ID is new.
+	again := newInstance(t, c, "node-1", nil)
+	if again.ID == inst.ID {
+		t.Fatalf("ID %s reused", again.ID)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	c := mc.Client
+	inst := newInstance(t, c, "taken", nil)
+	lb, err := c.CreateLoadBalancer(context.Background(), api.LoadBalancerSpec{Name: "lb-taken", Listeners: []api.Listener{{Protocol: "TCP", Port: 80, TargetPort: 8080}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.CreateRoute(context.Background(), api.RouteCreate{DestinationCIDR: "10.244.0.0/24", TargetInstanceID: inst.ID}); err != nil {
+		t.Fatal(err)
+	}
+	listener := `"listeners":[{"protocol":"TCP","port":80,"target_port":8080}]`
+	for _, tc := range []struct {
+		name, method, path, body string
+		status                   int
+	}{
+		{"empty body", "POST", "/v1/instances", "", 400},
+		{"not JSON", "POST", "/v1/instances", "{", 400},
+		{"unknown field", "POST", "/v1/instances", `{"name":"a","type":"mc.small","zone":"mc-central-a","color":"red"}`, 400},
+		{"trailing data", "POST", "/v1/instances", `{"name":"a","type":"mc.small","zone":"mc-central-a"} {}`, 400},
+		{"wrong type", "POST", "/v1/instances", `{"name":5,"type":"mc.small","zone":"mc-central-a"}`, 400},
+		{"missing name", "POST", "/v1/instances", `{"type":"mc.small","zone":"mc-central-a"}`, 400},
+		{"bad name", "POST", "/v1/instances", `{"name":"-x","type":"mc.small","zone":"mc-central-a"}`, 400},
+		{"unknown type", "POST", "/v1/instances", `{"name":"a","type":"mc.huge","zone":"mc-central-a"}`, 400},
+		{"unknown zone", "POST", "/v1/instances", `{"name":"a","type":"mc.small","zone":"mars-1"}`, 400},
+		{"bad tag key", "POST", "/v1/instances", `{"name":"a","type":"mc.small","zone":"mc-central-a","tags":{"a=b":"c"}}`, 400},
+		{"instance name in use", "POST", "/v1/instances", `{"name":"taken","type":"mc.small","zone":"mc-central-a"}`, 409},
+		{"no such instance", "GET", "/v1/instances/i-999999", "", 404},
+		{"malformed instance id", "GET", "/v1/instances/xyz", "", 404},
+		{"stop missing instance", "POST", "/v1/instances/i-999999/stop", "", 404},
+		{"no such endpoint", "GET", "/v1/volumes", "", 404},
+		{"bad page size", "GET", "/v1/instances?page_size=0", "", 400},
+		{"huge page size", "GET", "/v1/instances?page_size=5000", "", 400},
+		{"bad page token", "GET", "/v1/instances?page_token=!!", "", 400},
+		{"foreign page token", "GET", "/v1/instances?page_token=bGItMQ", "", 400},
+		{"unknown query", "GET", "/v1/instances?color=red", "", 400},
+		{"bad tag filter", "GET", "/v1/instances?tag==x", "", 400},
+		{"name filter on routes", "GET", "/v1/routes?name=x", "", 400},
+
+		{"lb no listeners", "POST", "/v1/load-balancers", `{"name":"x","listeners":[]}`, 400},
+		{"lb missing name", "POST", "/v1/load-balancers", `{` + listener + `}`, 400},
+		{"lb bad protocol", "POST", "/v1/load-balancers", `{"name":"x","listeners":[{"protocol":"SCTP","port":80,"target_port":80}]}`, 400},
+		{"lb port zero", "POST", "/v1/load-balancers", `{"name":"x","listeners":[{"protocol":"TCP","port":0,"target_port":80}]}`, 400},
+		{"lb port too big", "POST", "/v1/load-balancers", `{"name":"x","listeners":[{"protocol":"TCP","port":65536,"target_port":80}]}`, 400},
+		{"lb target port negative", "POST", "/v1/load-balancers", `{"name":"x","listeners":[{"protocol":"UDP","port":53,"target_port":-1}]}`, 400},
+		{"lb duplicate listener", "POST", "/v1/load-balancers", `{"name":"x","listeners":[{"protocol":"TCP","port":80,"target_port":80},{"protocol":"TCP","port":80,"target_port":81}]}`, 400},
+		{"lb bad target ip", "POST", "/v1/load-balancers", `{"name":"x",` + listener + `,"targets":[{"ip":"10.0.0.300"}]}`, 400},
+		{"lb target with both", "POST", "/v1/load-balancers", `{"name":"x",` + listener + `,"targets":[{"ip":"10.0.0.3","instance_id":"` + inst.ID + `"}]}`, 400},
+		{"lb empty target", "POST", "/v1/load-balancers", `{"name":"x",` + listener + `,"targets":[{}]}`, 400},
+		{"lb duplicate target", "POST", "/v1/load-balancers", `{"name":"x",` + listener + `,"targets":[{"ip":"10.0.0.3"},{"ip":"10.0.0.3"}]}`, 400},
+		{"lb missing instance", "POST", "/v1/load-balancers", `{"name":"x",` + listener + `,"targets":[{"instance_id":"i-999999"}]}`, 400},
+		{"lb bad source range", "POST", "/v1/load-balancers", `{"name":"x",` + listener + `,"source_ranges":["10.0.0.0/33"]}`, 400},
+		{"lb source range not cidr", "POST", "/v1/load-balancers", `{"name":"x",` + listener + `,"source_ranges":["10.0.0.1"]}`, 400},
+		{"lb bad health protocol", "POST", "/v1/load-balancers", `{"name":"x",` + listener + `,"health_check":{"protocol":"ICMP"}}`, 400},
+		{"lb bad health port", "POST", "/v1/load-balancers", `{"name":"x",` + listener + `,"health_check":{"protocol":"TCP","port":70000}}`, 400},
+		{"lb bad health path", "POST", "/v1/load-balancers", `{"name":"x",` + listener + `,"health_check":{"protocol":"HTTP","path":"healthz"}}`, 400},
+		{"lb bad interval", "POST", "/v1/load-balancers", `{"name":"x",` + listener + `,"health_check":{"protocol":"TCP","interval_seconds":-1}}`, 400},
+		{"lb name in use", "POST", "/v1/load-balancers", `{"name":"lb-taken",` + listener + `}`, 409},
+		{"lb update rename", "PUT", "/v1/load-balancers/" + lb.ID, `{"name":"other",` + listener + `}`, 400},
+		{"lb update bad port", "PUT", "/v1/load-balancers/" + lb.ID, `{"listeners":[{"protocol":"TCP","port":99999,"target_port":1}]}`, 400},
+		{"lb update missing", "PUT", "/v1/load-balancers/lb-999999", `{` + listener + `}`, 404},
+		{"lb delete missing", "DELETE", "/v1/load-balancers/lb-999999", "", 404},
+
+		{"route bad cidr", "POST", "/v1/routes", `{"destination_cidr":"10.244.1.0/40","target_instance_id":"` + inst.ID + `"}`, 400},
+		{"route missing instance", "POST", "/v1/routes", `{"destination_cidr":"10.244.1.0/24","target_instance_id":"i-999999"}`, 400},
+		{"route destination in use", "POST", "/v1/routes", `{"destination_cidr":"10.244.0.0/24","target_instance_id":"` + inst.ID + `"}`, 409},
+		{"route delete missing", "DELETE", "/v1/routes/r-999999", "", 404},
+
+		{"faults rate above one", "PUT", "/v1/_faults", `{"error_rate":1.5}`, 400},
+		{"faults negative latency", "PUT", "/v1/_faults", `{"latency_ms":-1}`, 400},
+		{"faults unknown field", "PUT", "/v1/_faults", `{"chaos":true}`, 400},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			status, _, body := raw(t, mc, tc.method, tc.path, tc.body, nil)
+			if status != tc.status {
+				t.Fatalf("%s %s %s: status %d, want %d: %s", tc.method, tc.path, tc.body, status, tc.status, body)
+			}
+			want := map[int]string{400: api.CodeInvalid, 404: api.CodeNotFound, 409: api.CodeConflict}[tc.status]
+			if got := errorCode(t, body); got != want {
+				t.Fatalf("code %q, want %q", got, want)
+			}
+		})
+	}
+	// Nothing invalid was created.
+	insts, _ := c.ListInstances(context.Background(), client.ListOptions{})
+	lbs, _ := c.ListLoadBalancers(context.Background(), client.ListOptions{})
+	routes, _ := c.ListRoutes(context.Background(), client.ListOptions{})
+	if len(insts) != 1 || len(lbs) != 1 || len(routes) != 1 {
+		t.Fatalf("bad requests created resources: %d instances, %d LBs, %d routes", len(insts), len(lbs), len(routes))
+	}
+}
+
+func TestIdempotencyKey(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: time.Hour})
+	ctx := context.Background()
+	c := mc.Client
+	spec := api.InstanceCreate{Name: "idem", Type: "mc.small", Zone: "mc-central-a"}
+	first, err := c.CreateInstance(ctx, spec, client.WithIdempotencyKey("k1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := c.CreateInstance(ctx, spec, client.WithIdempotencyKey("k1"))
+	if err != nil {
+		t.Fatalf("retry with the same key: %v", err)
+	}
+	if diff := cmp.Diff(first, again); diff != "" {
+		t.Errorf("retry returned a different instance (-first +retry):\n%s", diff)
+	}
+	// Without a key the same body is a second create: conflict on the name.
+	if _, err := c.CreateInstance(ctx, spec); !client.IsConflict(err) {
+		t.Errorf("create without key: %v, want conflict", err)
+	}
+	// The same key with another body is refused.
+	if _, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "other", Type: "mc.small", Zone: "mc-central-a"}, client.WithIdempotencyKey("k1")); !client.IsConflict(err) {
+		t.Errorf("key reused with another body: %v, want conflict", err)
+	}
+	// The replay shows the current state, and survives deletion.
+	if _, err := c.StopInstance(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if again, _ = c.CreateInstance(ctx, spec, client.WithIdempotencyKey("k1")); again.State != api.InstanceStopped {
+		t.Errorf("replay after stop: state %q, want stopped", again.State)
+	}
+	if err := c.DeleteInstance(ctx, first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if again, err = c.CreateInstance(ctx, spec, client.WithIdempotencyKey("k1")); err != nil || again.ID != first.ID {
+		t.Errorf("replay after delete: %+v, %v; want the original %s", again, err, first.ID)
+	}
+
+	lbSpec := api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 80, TargetPort: 80}}}
+	lb1, err := c.CreateLoadBalancer(ctx, lbSpec, client.WithIdempotencyKey("lb"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb2, err := c.CreateLoadBalancer(ctx, lbSpec, client.WithIdempotencyKey("lb"))
+	if err != nil || lb2.ID != lb1.ID || lb2.VIP != lb1.VIP {
+		t.Fatalf("LB retry: %+v, %v; want %s", lb2, err, lb1.ID)
+	}
+	inst := newInstance(t, c, "n", nil)
+	rt := api.RouteCreate{DestinationCIDR: "10.0.0.0/24", TargetInstanceID: inst.ID}
+	r1, err := c.CreateRoute(ctx, rt, client.WithIdempotencyKey("r"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2, err := c.CreateRoute(ctx, rt, client.WithIdempotencyKey("r")); err != nil || r2.ID != r1.ID {
+		t.Fatalf("route retry: %+v, %v; want %s", r2, err, r1.ID)
+	}
+	lbs, _ := c.ListLoadBalancers(ctx, client.ListOptions{})
+	routes, _ := c.ListRoutes(ctx, client.ListOptions{})
+	if len(lbs) != 1 || len(routes) != 1 {
+		t.Fatalf("retries created duplicates: %d LBs, %d routes", len(lbs), len(routes))
+	}
+}
+
+func TestPagingAndFilters(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	ctx := context.Background()
+	c := mc.Client
+	var want []string
+	for i := range 25 {
+		tags := map[string]string{"cluster": "blue", "index": fmt.Sprint(i)}
+		if i%5 == 0 {
+			tags["cluster"] = "green"
+		}
+		want = append(want, newInstance(t, c, fmt.Sprintf("node-%02d", i), tags).ID)
+	}
+
+	var got []string
+	token := ""
+	pages := 0
+	for {
+		p, err := c.ListInstancesPage(ctx, client.ListOptions{PageSize: 10, PageToken: token})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(p.Items) > 10 {
+			t.Fatalf("page of %d items, page size 10", len(p.Items))
+		}
+		for _, i := range p.Items {
+			got = append(got, i.ID)
+		}
+		if token = p.NextPageToken; token == "" {
+			break
+		}
+	}
+	if pages != 3 {
+		t.Errorf("%d pages, want 3", pages)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("paged IDs (-want +got):\n%s", diff)
+	}
+	all, err := c.ListInstances(ctx, client.ListOptions{PageSize: 7})
+	if err != nil || len(all) != 25 {
+		t.Fatalf("ListInstances: %d items, %v", len(all), err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		o    client.ListOptions
+		want int
+	}{
+		{"tag value", client.ListOptions{Tags: map[string]string{"cluster": "green"}}, 5},
+		{"tag value paged", client.ListOptions{Tags: map[string]string{"cluster": "blue"}, PageSize: 4}, 20},
+		{"two tags", client.ListOptions{Tags: map[string]string{"cluster": "green", "index": "10"}}, 1},
+		{"tag key only", client.ListOptions{Tags: map[string]string{"index": ""}}, 25},
+		{"missing tag", client.ListOptions{Tags: map[string]string{"zone": ""}}, 0},
+		{"name", client.ListOptions{Name: "node-07"}, 1},
+		{"name and matching tag", client.ListOptions{Name: "node-05", Tags: map[string]string{"cluster": "green"}}, 1},
+		{"name and other tag", client.ListOptions{Name: "node-07", Tags: map[string]string{"cluster": "green"}}, 0},
+		{"unknown name", client.ListOptions{Name: "node-99"}, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			items, err := c.ListInstances(ctx, tc.o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(items) != tc.want {
+				t.Fatalf("%d items, want %d", len(items), tc.want)
+			}
+			for _, i := range items {
+				if tc.o.Name != "" && i.Name != tc.o.Name {
+					t.Errorf("name filter returned %s", i.Name)
+				}
+				for k, v := range tc.o.Tags {
+					if got, ok := i.Tags[k]; !ok || (v != "" && got != v) {
+						t.Errorf("tag filter %s=%s returned %v", k, v, i.Tags)
+					}
+				}
+			}
+		})
+	}
+	// An empty list is an empty array, not null.
+	status, _, body := raw(t, mc, "GET", "/v1/routes", "", nil)
+	if status != 200 || !strings.Contains(string(body), `"items":[]`) {
+		t.Errorf("empty list: %d %s", status, body)
+	}
+}
+
+func TestRateLimit(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{RateLimit: 0.2, Burst: 3})
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := mc.Client.ListInstances(ctx, client.ListOptions{}); err != nil {
+			t.Fatalf("request %d within burst: %v", i, err)
+		}
+	}
+	_, err := mc.Client.ListInstances(ctx, client.ListOptions{})
+	if !client.IsThrottled(err) {
+		t.Fatalf("request over the limit: %v, want throttled", err)
+	}
+	// 0.2/s: the next token is about 5s away.
+	if d, ok := client.RetryAfter(err); !ok || d < 2*time.Second || d > 5*time.Second {
+		t.Fatalf("retry after %v (%v), want about 5s", d, ok)
+	}
+	status, h, body := raw(t, mc, "GET", "/v1/instances", "", nil)
+	if status != http.StatusTooManyRequests || h.Get("Retry-After") == "" || errorCode(t, body) != api.CodeThrottled {
+		t.Fatalf("raw over-limit request: %d %v %s", status, h, body)
+	}
+	// Operations endpoints are not limited, and count the throttling.
+	st, err := mc.Client.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Throttled != 2 || st.ThrottledByOperation["GET /v1/instances"] != 2 || st.Requests["GET /v1/instances"] != 5 {
+		t.Fatalf("stats %+v, want 5 requests and 2 throttled", st)
+	}
+	// Limits are per token.
+	other := minicloudtest.Start(t, minicloudtest.Options{RateLimit: 1000})
+	if _, err := other.Client.ListInstances(ctx, client.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestFaults(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	ctx := context.Background()
+	c := mc.Client
+	inst := newInstance(t, c, "n", nil)
+
+	if _, err := c.SetFaults(ctx, api.Faults{ErrorRate: 1, Operations: []string{"GET /v1/instances/{id}"}}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := c.GetInstance(ctx, inst.ID)
+	var apiErr *client.Error
+	if !errorsAs(err, &apiErr) || apiErr.StatusCode != 500 {
+		t.Fatalf("GET with error_rate 1: %v, want 500", err)
+	}
+	if _, err := c.ListInstances(ctx, client.ListOptions{}); err != nil {
+		t.Fatalf("an operation without faults failed: %v", err)
+	}
+
+	if _, err := c.SetFaults(ctx, api.Faults{ThrottleRate: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.ListInstances(ctx, client.ListOptions{}); !client.IsThrottled(err) {
+		t.Fatalf("throttle_rate 1: %v, want throttled", err)
+	}
+	if d, _ := client.RetryAfter(err); d <= 0 {
+		// RetryAfter of the err above.
+		_, err = c.ListInstances(ctx, client.ListOptions{})
+		if d, _ := client.RetryAfter(err); d <= 0 {
+			t.Fatalf("injected throttle without Retry-After: %v", err)
+		}
+	}
+
+	f, err := c.SetFaults(ctx, api.Faults{LatencyMS: 300})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := c.Faults(ctx); err != nil || !cmp.Equal(f, got) {
+		t.Fatalf("GET faults %+v, %v; want %+v", got, err, f)
+	}
+	begin := time.Now()
+	if _, err := c.GetInstance(ctx, inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(begin); took < 300*time.Millisecond {
+		t.Fatalf("request with latency_ms 300 answered after %v", took)
+	}
+	if _, err := c.SetFaults(ctx, api.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetInstance(ctx, inst.ID); err != nil {
+		t.Fatalf("after clearing faults: %v", err)
+	}
+	st, err := c.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Errors != 1 || st.Throttled < 1 {
+		t.Fatalf("stats %+v, want 1 error and throttling", st)
+	}
+}
+
+func TestStats(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	ctx := context.Background()
+	c := mc.Client
+	inst := newInstance(t, c, "n", nil)
+	for range 3 {
+		if _, err := c.GetInstance(ctx, inst.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := c.ListInstances(ctx, client.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	st, err := c.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"POST /v1/instances": 1, "GET /v1/instances/{id}": 3, "GET /v1/instances": 1}
+	if diff := cmp.Diff(want, st.Requests); diff != "" || st.Total != 5 {
+		t.Errorf("requests (-want +got):\n%s total %d", diff, st.Total)
+	}
+	if err := c.ResetStats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st, err = c.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Total != 0 || len(st.Requests) != 0 {
+		t.Errorf("after reset: %+v", st)
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	ctx := context.Background()
+	c := mc.Client
+	a := newInstance(t, c, "a", nil)
+	b := newInstance(t, c, "b", nil)
+	ra, err := c.CreateRoute(ctx, api.RouteCreate{DestinationCIDR: "10.244.0.0/24", TargetInstanceID: a.ID, Tags: map[string]string{"cluster": "x"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Host bits are masked.
+	rb, err := c.CreateRoute(ctx, api.RouteCreate{DestinationCIDR: "10.244.1.7/24", TargetInstanceID: b.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rb.DestinationCIDR != "10.244.1.0/24" || rb.State != api.RouteActive {
+		t.Errorf("route %+v", rb)
+	}
+	got, err := c.GetRoute(ctx, ra.ID)
+	if err != nil || !cmp.Equal(ra, got) {
+		t.Fatalf("GET route %+v, %v; want %+v", got, err, ra)
+	}
+	tagged, err := c.ListRoutes(ctx, client.ListOptions{Tags: map[string]string{"cluster": "x"}})
+	if err != nil || len(tagged) != 1 || tagged[0].ID != ra.ID {
+		t.Fatalf("routes tagged cluster=x: %+v, %v", tagged, err)
+	}
+	if err := c.DeleteInstance(ctx, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := c.GetRoute(ctx, rb.ID); got.State != api.RouteBlackhole {
+		t.Errorf("route to a deleted instance: state %q, want blackhole", got.State)
+	}
+	if err := c.DeleteRoute(ctx, rb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetRoute(ctx, rb.ID); !client.IsNotFound(err) {
+		t.Fatalf("GET deleted route: %v", err)
+	}
+	all, err := c.ListRoutes(ctx, client.ListOptions{})
+	if err != nil || len(all) != 1 || all[0].ID != ra.ID {
+		t.Fatalf("routes after delete: %+v, %v", all, err)
+	}
+	// The destination is free again.
+	if _, err := c.CreateRoute(ctx, api.RouteCreate{DestinationCIDR: "10.244.1.0/24", TargetInstanceID: a.ID}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLoadBalancerAPI(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 200 * time.Millisecond})
+	ctx := context.Background()
+	c := mc.Client
+	inst := newInstance(t, c, "n", nil)
+	spec := api.LoadBalancerSpec{
+		Name:         "web",
+		Tags:         map[string]string{"service": "default/web"},
+		Listeners:    []api.Listener{{Protocol: "TCP", Port: 80, TargetPort: 30080}, {Protocol: "UDP", Port: 53, TargetPort: 30053}},
+		Targets:      []api.Target{{InstanceID: inst.ID}, {IP: "127.0.0.9"}},
+		HealthCheck:  &api.HealthCheck{Protocol: "HTTP", Port: 10256, Path: "/healthz", IntervalSeconds: 1},
+		SourceRanges: []string{"127.0.0.0/8", "10.1.2.3/16"},
+	}
+	lb, err := c.CreateLoadBalancer(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lb.State != api.LBProvisioning || !mc.Config.VIPCIDR.Contains(netip.MustParseAddr(lb.VIP)) {
+		t.Fatalf("new LB %+v", lb)
+	}
+	if !slices.Equal(lb.SourceRanges, []string{"127.0.0.0/8", "10.1.0.0/16"}) {
+		t.Errorf("source ranges %v not normalized", lb.SourceRanges)
+	}
+	if len(lb.TargetHealth) != 2 || lb.TargetHealth[0].State != api.HealthUnknown {
+		t.Errorf("target health while provisioning: %+v", lb.TargetHealth)
+	}
+	active := waitLB(t, c, lb.ID, func(lb *api.LoadBalancer) bool { return lb.State == api.LBActive })
+	if active.TargetHealth[0].IP != inst.PrivateIP || active.TargetHealth[1].IP != "127.0.0.9" {
+		t.Errorf("target health IPs: %+v", active.TargetHealth)
+	}
+
+	byName, err := c.ListLoadBalancers(ctx, client.ListOptions{Name: "web"})
+	if err != nil || len(byName) != 1 || byName[0].ID != lb.ID {
+		t.Fatalf("list by name: %+v, %v", byName, err)
+	}
+	byTag, err := c.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{"service": "default/web"}})
+	if err != nil || len(byTag) != 1 {
+		t.Fatalf("list by tag: %+v, %v", byTag, err)
+	}
+
+	updated, err := c.UpdateLoadBalancer(ctx, lb.ID, api.LoadBalancerSpec{
+		Tags:      map[string]string{"service": "default/web", "v": "2"},
+		Listeners: []api.Listener{{Protocol: "TCP", Port: 443, TargetPort: 30443}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if updated.VIP != lb.VIP || updated.Name != "web" || len(updated.Listeners) != 1 || len(updated.Targets) != 0 || updated.HealthCheck != nil || updated.SourceRanges != nil || updated.Tags["v"] != "2" {
+		t.Fatalf("after replace: %+v", updated)
+	}
+	if err := c.DeleteLoadBalancer(ctx, lb.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetLoadBalancer(ctx, lb.ID); !client.IsNotFound(err) {
+		t.Fatalf("GET deleted LB: %v", err)
+	}
+	// A deleted LB's name can be used again; deleting a provisioning LB
+	// keeps it from ever activating.
+	again, err := c.CreateLoadBalancer(ctx, spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.DeleteLoadBalancer(ctx, again.ID); err != nil {
+		t.Fatal(err)
+	}
+}
