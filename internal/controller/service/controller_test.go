@@ -68,8 +68,8 @@ func TestEnsureNewLoadBalancer(t *testing.T) {
 		t.Errorf("hosts (-want +got):\n%s", diff)
 	}
 	cond := meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady)
-	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != ReasonReady {
-		t.Errorf("condition = %+v, want True/Ready", cond)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != ReasonReady || cond.ObservedGeneration != svc.Generation {
+		t.Errorf("condition = %+v, want True/Ready for generation %d", cond, svc.Generation)
 	}
 
 	// Exactly two modifications: finalizer, then status; nothing else changed.

@@ -178,6 +178,7 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	hadIngress := len(svc.Status.LoadBalancer.Ingress) > 0
 	want := normalizeStatus(status)
 	cond := readyCondition(len(nodes))
+	cond.ObservedGeneration = svc.Generation
 	if _, err := c.patchService(ctx, svc, true, func(s *v1.Service) {
 		if !ingressEqual(&s.Status.LoadBalancer, want) {
 			s.Status.LoadBalancer = *want.DeepCopy()
