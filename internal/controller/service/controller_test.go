@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/stratus-ccm/stratus/internal/annotation"
@@ -470,6 +471,8 @@ func TestManyServicesSlowProvisioning(t *testing.T) {
 	c := newTestCloud()
 	c.provisioning, c.retryAfter = 3*time.Second, time.Second
 	opts := Options{Workers: 10}
+	latency := provisioningLatency.WithLabelValues("fake").(prometheus.Histogram)
+	before := histogramCount(t, latency)
 	h := start(t, c, nil, opts)
 	h.createNodes(0, 3)
 	for i := range n {
@@ -496,6 +499,9 @@ func TestManyServicesSlowProvisioning(t *testing.T) {
 			t.Errorf("%d load balancers in the cloud, want %d (no duplicates, no leaks)", len(c.lbs), n)
 		}
 	})
+	if got := histogramCount(t, latency) - before; got != n {
+		t.Errorf("provisioning latency observed %d times, want %d", got, n)
+	}
 }
 
 // Conditions and clear errors: an invalid stratus annotation is a Warning event
@@ -804,4 +810,13 @@ func TestRestartOrphan(t *testing.T) {
 			t.Errorf("%d load balancers in the cloud, want 1", len(c.lbs))
 		}
 	})
+}
+
+func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
+	t.Helper()
+	var m dto.Metric
+	if err := h.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetHistogram().GetSampleCount()
 }
