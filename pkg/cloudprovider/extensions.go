@@ -3,6 +3,7 @@ package cloudprovider
 import (
 	"context"
 
+	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 )
@@ -39,6 +40,10 @@ type LoadBalancerRef struct {
 	ServiceNamespace string
 	ServiceName      string
 	ServiceUID       types.UID
+	// Status is the load balancer's status as GetLoadBalancer would report it, or
+	// nil when the listing does not carry it. With it, stratus's periodic drift
+	// check needs no GetLoadBalancer call per load balancer.
+	Status *v1.LoadBalancerStatus
 }
 
 // LoadBalancerLister lists the load balancers the provider created for a cluster
