@@ -232,7 +232,8 @@ func (c listingCloud) ListLoadBalancers(_ context.Context, cluster string) ([]pc
 	var out []pcp.LoadBalancerRef
 	for name, lb := range c.lbs {
 		if lb.cluster == cluster {
-			out = append(out, pcp.LoadBalancerRef{Name: name, ServiceNamespace: lb.svc.Namespace, ServiceName: lb.svc.Name, ServiceUID: lb.uid})
+			out = append(out, pcp.LoadBalancerRef{Name: name, ServiceNamespace: lb.svc.Namespace, ServiceName: lb.svc.Name, ServiceUID: lb.uid,
+				Status: lb.status()})
 		}
 	}
 	return out, nil

@@ -547,29 +547,46 @@ func TestNoBackends(t *testing.T) {
 }
 
 // Drift repair: a load balancer deleted behind our back is recreated, and one
-// whose address changed gets its Service status corrected.
+// whose address changed gets its Service status corrected — asked one by one
+// (GetLoadBalancer) or, when the provider can list, with one listing per period.
 func TestDriftRepair(t *testing.T) {
-	c := newTestCloud()
-	h := start(t, c, nil, Options{ResyncPeriod: 500 * time.Millisecond})
-	h.createNodes(0, 1)
-	svc := h.waitIngress(h.createService(lbService("web")).Name, 30*time.Second)
-	name := cloudprovider.DefaultLoadBalancerName(svc)
+	for _, listing := range []bool{false, true} {
+		t.Run(fmt.Sprintf("listing=%v", listing), func(t *testing.T) {
+			c := newTestCloud()
+			var clouds *cloud.Set
+			if listing {
+				clouds = cloud.Single(cloud.NewProvider("fake", listingCloud{c}))
+			}
+			h := start(t, c, clouds, Options{ResyncPeriod: 500 * time.Millisecond})
+			h.createNodes(0, 1)
+			svc := h.waitIngress(h.createService(lbService("web")).Name, 30*time.Second)
+			name := cloudprovider.DefaultLoadBalancerName(svc)
 
-	// A healthy load balancer is only looked at: GetLoadBalancer reports less than
-	// EnsureLoadBalancer returned (no ports), and that is not drift.
-	h.eventually(10*time.Second, "drift checks running", func() (bool, error) { return c.count("get") >= 2, nil })
-	if n := c.count("ensure"); n != 1 {
-		t.Errorf("%d Ensure calls for a load balancer without drift, want 1", n)
+			// A healthy load balancer is only looked at: GetLoadBalancer (or the
+			// listing) reports less than EnsureLoadBalancer returned (no ports), and
+			// that is not drift.
+			check := "get"
+			if listing {
+				check = "list"
+			}
+			h.eventually(10*time.Second, "drift checks running", func() (bool, error) { return c.count(check) >= 2, nil })
+			if n := c.count("ensure"); n != 1 {
+				t.Errorf("%d Ensure calls for a load balancer without drift, want 1", n)
+			}
+			if listing && c.count("get") != 0 {
+				t.Errorf("%d GetLoadBalancer calls although the provider lists its load balancers", c.count("get"))
+			}
+
+			c.set(func(c *testCloud) { delete(c.lbs, name) })
+			h.eventually(20*time.Second, "load balancer recreated", func() (bool, error) { return c.exists(name), nil })
+
+			c.set(func(c *testCloud) { c.lbs[name].ip = "198.51.100.7" })
+			h.eventually(20*time.Second, "status follows the cloud", func() (bool, error) {
+				in := h.getService("web").Status.LoadBalancer.Ingress
+				return len(in) == 1 && in[0].IP == "198.51.100.7", nil
+			})
+		})
 	}
-
-	c.set(func(c *testCloud) { delete(c.lbs, name) })
-	h.eventually(20*time.Second, "load balancer recreated", func() (bool, error) { return c.exists(name), nil })
-
-	c.set(func(c *testCloud) { c.lbs[name].ip = "198.51.100.7" })
-	h.eventually(20*time.Second, "status follows the cloud", func() (bool, error) {
-		in := h.getService("web").Status.LoadBalancer.Ingress
-		return len(in) == 1 && in[0].IP == "198.51.100.7", nil
-	})
 }
 
 // Orphans: a load balancer listed as this cluster's whose Service is gone is

@@ -28,10 +28,43 @@ func (p *periodic) Start(ctx context.Context) error {
 	}
 	orphans := map[orphanKey]time.Time{}
 	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
-		p.checkDrift(ctx)
-		p.removeOrphans(ctx, orphans, time.Now())
+		ctx = cloud.WithPriority(ctx, cloud.PriorityRefresh)
+		listings := p.list(ctx)
+		p.checkDrift(ctx, listings)
+		p.removeOrphans(ctx, listings, orphans, time.Now())
 	}, p.opts.ResyncPeriod, 0.1, false)
 	return nil
+}
+
+// listing is one provider's answer to ListLoadBalancers.
+type listing struct {
+	refs  []pcp.LoadBalancerRef
+	byUID map[types.UID]pcp.LoadBalancerRef
+	err   error
+}
+
+// list asks every load-balancer provider that can list its load balancers for
+// them, once per period; the drift check and the orphan scan share the answers.
+func (p *periodic) list(ctx context.Context) map[*cloud.Provider]*listing {
+	out := map[*cloud.Provider]*listing{}
+	for _, prov := range p.clouds.Providers() {
+		if !supportsLB(prov) {
+			continue
+		}
+		refs, ok, err := prov.ListLoadBalancers(ctx, p.opts.ClusterName)
+		if !ok {
+			continue
+		}
+		l := &listing{refs: refs, err: err, byUID: make(map[types.UID]pcp.LoadBalancerRef, len(refs))}
+		if err != nil {
+			log.FromContext(ctx).Error(err, "list load balancers", "provider", prov.Name())
+		}
+		for _, r := range refs {
+			l.byUID[r.ServiceUID] = r
+		}
+		out[prov] = l
+	}
+	return out
 }
 
 func (p *periodic) waitOnePeriod(ctx context.Context) bool {
@@ -46,11 +79,13 @@ func (p *periodic) waitOnePeriod(ctx context.Context) bool {
 	}
 }
 
-// checkDrift asks the cloud about every ensured load balancer and hands the ones
-// that are missing or whose status differs from the Service's to the workers.
-func (p *periodic) checkDrift(ctx context.Context) {
+// checkDrift hands the ensured load balancers that are missing in the cloud, or
+// whose addresses differ from the Service's ingress, to the workers. A provider's
+// successful listing answers for all its load balancers at once (its status, when
+// the listing carries one); otherwise each load balancer is asked for with
+// GetLoadBalancer.
+func (p *periodic) checkDrift(ctx context.Context, listings map[*cloud.Provider]*listing) {
 	logger := log.FromContext(ctx)
-	ctx = cloud.WithPriority(ctx, cloud.PriorityRefresh)
 	for _, key := range p.cache.keys() {
 		entry, ok := p.cache.get(key)
 		if !ok || !entry.ensured || entry.elsewhere {
@@ -60,16 +95,28 @@ func (p *periodic) checkDrift(ctx context.Context) {
 		if err := p.client.Get(ctx, key, &svc); err != nil || svc.UID != entry.svc.UID || !wantsLB(&svc) || needsCleanup(&svc) {
 			continue // the workers handle changes of the Service itself
 		}
-		lb, _ := entry.provider.LoadBalancer()
-		status, exists, err := lb.GetLoadBalancer(ctx, p.opts.ClusterName, &svc)
+		var (
+			status *v1.LoadBalancerStatus
+			exists bool
+		)
+		if l := listings[entry.provider]; l != nil && l.err == nil {
+			var ref pcp.LoadBalancerRef
+			ref, exists = l.byUID[svc.UID]
+			status = ref.Status
+		} else {
+			lb, _ := entry.provider.LoadBalancer()
+			var err error
+			status, exists, err = lb.GetLoadBalancer(ctx, p.opts.ClusterName, &svc)
+			if err != nil {
+				logger.Error(err, "drift check: get load balancer", "service", key, "provider", entry.provider.Name())
+				continue
+			}
+		}
 		var reason string
 		switch {
-		case err != nil:
-			logger.Error(err, "drift check: get load balancer", "service", key, "provider", entry.provider.Name())
-			continue
 		case !exists:
 			reason = "missing"
-		case status == nil || !sameAddresses(status, &svc.Status.LoadBalancer):
+		case status != nil && !sameAddresses(status, &svc.Status.LoadBalancer):
 			reason = "address"
 		default:
 			continue
@@ -89,22 +136,13 @@ type orphanKey struct {
 // removeOrphans deletes the load balancers the providers list as this cluster's
 // whose Service (same namespace, name and UID) has been gone for the grace period.
 // seen remembers when each candidate was first found; load balancers a listing
-// does not return are never touched.
-func (p *periodic) removeOrphans(ctx context.Context, seen map[orphanKey]time.Time, now time.Time) {
+// does not return are never touched, and a failed listing deletes nothing.
+func (p *periodic) removeOrphans(ctx context.Context, listings map[*cloud.Provider]*listing, seen map[orphanKey]time.Time, now time.Time) {
 	logger := log.FromContext(ctx)
-	ctx = cloud.WithPriority(ctx, cloud.PriorityRefresh)
 	candidates := map[orphanKey]bool{}
-	for _, prov := range p.clouds.Providers() {
-		if !supportsLB(prov) {
-			continue
-		}
-		refs, ok, err := prov.ListLoadBalancers(ctx, p.opts.ClusterName)
-		if !ok {
-			continue
-		}
-		if err != nil {
+	for prov, l := range listings {
+		if l.err != nil {
 			// Keep what we know: a failed listing neither starts nor resets clocks.
-			logger.Error(err, "orphan scan: list load balancers", "provider", prov.Name())
 			for k := range seen {
 				if k.provider == prov.Name() {
 					candidates[k] = true
@@ -112,7 +150,7 @@ func (p *periodic) removeOrphans(ctx context.Context, seen map[orphanKey]time.Ti
 			}
 			continue
 		}
-		for _, ref := range refs {
+		for _, ref := range l.refs {
 			if p.serviceExists(ctx, ref) {
 				continue
 			}
