@@ -15,9 +15,12 @@ import (
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
 
-// defaultThrottlePause is how long a provider pauses after a throttling response
-// that did not say how long to wait.
-const defaultThrottlePause = time.Second
+// Pauses after throttling: the default when the cloud did not say how long to
+// wait, and a cap, so that a bogus Retry-After cannot stop a provider for hours.
+const (
+	defaultThrottlePause = time.Second
+	maxThrottlePause     = 5 * time.Minute
+)
 
 // call runs one cloud call through p's layer: it waits for the request budget at the
 // context's priority, makes the call, records metrics, and retries throttled
@@ -49,7 +52,7 @@ func call[T any](ctx context.Context, p *Provider, method string, fn func(contex
 		switch {
 		case errors.As(err, &throttled):
 			throttledTotal.WithLabelValues(p.name).Inc()
-			pause := throttled.RetryAfter
+			pause := min(throttled.RetryAfter, maxThrottlePause)
 			if pause <= 0 {
 				pause = defaultThrottlePause
 			}
