@@ -49,11 +49,11 @@ func Run(ctx context.Context, o *Options) error {
 	}
 	o.WarnIgnoredFlags(logger)
 
-	restCfg, err := o.restConfig()
+	clouds, err := o.buildClouds(cfg)
 	if err != nil {
 		return err
 	}
-	clouds, err := o.buildClouds(cfg)
+	restCfg, err := o.restConfig()
 	if err != nil {
 		return err
 	}

@@ -131,10 +131,12 @@ func (s *secureServer) Start(ctx context.Context) error {
 		return fmt.Errorf("secure serving on %s: %w", s.listener.Addr(), err)
 	case <-ctx.Done():
 	}
-	shutdownCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	// Health and metrics requests are short; a client that holds its connection
+	// open must not delay the shutdown of the controllers.
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	if err := s.server.Shutdown(shutdownCtx); err != nil {
-		return fmt.Errorf("stop secure serving: %w", err)
+		_ = s.server.Close()
 	}
 	if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err

@@ -1,0 +1,277 @@
+package manager_test
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/stratus-ccm/stratus/internal/manager"
+	"github.com/stratus-ccm/stratus/internal/manager/managertest"
+	"github.com/stratus-ccm/stratus/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	managertest.RunHelperProcess()
+	testenv.Main(m)
+}
+
+// baseArgs is a command line against the test control plane with a unique lease
+// in ns.
+func baseArgs(t *testing.T, env *testenv.Env, ns string, extra ...string) []string {
+	return append([]string{
+		"--cloud-provider=" + managertest.ProviderName,
+		"--kubeconfig=" + managertest.WriteKubeconfig(t, env.Config),
+		"--leader-elect-resource-namespace=" + ns,
+		"--leader-elect-resource-name=ccm-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")),
+		"--configure-cloud-routes=false",
+	}, extra...)
+}
+
+func poll(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
+	t.Helper()
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond)
+	if err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+// TestServingHealthAndMetrics: the health paths answer anonymously on the secure
+// port, with a check per started controller and the leader-election watchdog;
+// /metrics needs a token (TokenReview) whose identity may get /metrics
+// (SubjectAccessReview).
+func TestServingHealthAndMetrics(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	port := managertest.FreePort(t)
+	m := managertest.Start(t, baseArgs(t, env, ns, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
+		"--cert-dir="+t.TempDir())...)
+	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+
+	poll(t, 60*time.Second, "the service controller's health check", func(ctx context.Context) (bool, error) {
+		code, _, err := managertest.Get(ctx, base+"/healthz/service-lb-controller", "")
+		return err == nil && code == 200, nil
+	})
+	for _, path := range []string{"/healthz", "/readyz", "/livez", "/healthz/leaderElection", "/healthz/ping", "/livez/cloud-node-controller"} {
+		code, body, err := managertest.Get(context.Background(), base+path, "")
+		if err != nil || code != 200 {
+			t.Errorf("anonymous GET %s = %d %q, %v; want 200", path, code, body, err)
+		}
+	}
+	if code, _, _ := managertest.Get(context.Background(), base+"/healthz/node-route-controller", ""); code != 404 {
+		t.Errorf("GET /healthz/node-route-controller = %d, want 404: the route controller was not started", code)
+	}
+
+	ctx := context.Background()
+	admin := env.Clientset(t)
+	reader := env.ServiceAccountConfig(t, ns, "metrics-reader")
+	stranger := env.ServiceAccountConfig(t, ns, "stranger")
+	grantMetrics(t, admin, ns, "metrics-reader")
+
+	for _, tc := range []struct {
+		name  string
+		token string
+		want  int
+	}{
+		{"anonymous", "", 401},
+		// controller-runtime's filter answers 500 to a token the API server rejects
+		// (upstream's apiserver: 401); either way, no metrics.
+		{"invalid token", "not-a-token", 500},
+		{"authenticated but not authorized", stranger.BearerToken, 403},
+		{"authorized", reader.BearerToken, 200},
+	} {
+		t.Run("metrics/"+tc.name, func(t *testing.T) {
+			var code int
+			var body string
+			// RBAC changes reach the authorizer within a moment; deny answers are cached, so
+			// the authorized identity is never asked before it is granted.
+			poll(t, 30*time.Second, "the expected /metrics answer", func(ctx context.Context) (bool, error) {
+				var err error
+				code, body, err = managertest.Get(ctx, base+"/metrics", tc.token)
+				return err == nil && code == tc.want, nil
+			})
+			if tc.want == 200 && !strings.Contains(body, "controller_runtime_reconcile_total") {
+				t.Errorf("/metrics does not expose the controller-runtime metrics:\n%.500s", body)
+			}
+		})
+	}
+	if code, _, _ := managertest.Get(ctx, base+"/configz", ""); code != 401 {
+		t.Errorf("anonymous GET /configz = %d, want 401: only the health paths are anonymous", code)
+	}
+	if err := m.Stop(); err != nil {
+		t.Fatalf("Run after cancel = %v, want nil", err)
+	}
+}
+
+// grantMetrics lets the ServiceAccount ns/name GET /metrics.
+func grantMetrics(t *testing.T, cs kubernetes.Interface, ns, name string) {
+	t.Helper()
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: name}},
+	}
+	if _, err := cs.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+		_ = cs.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+	})
+}
+
+// leaseHolder returns the holder of the lease, "" when free or absent.
+func leaseHolder(ctx context.Context, cs kubernetes.Interface, ns, name string) (string, *coordinationv1.Lease) {
+	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return "", l
+	}
+	return *l.Spec.HolderIdentity, l
+}
+
+// TestLeaderElectionTakeover: the first manager leads and runs the controllers;
+// a second one stands by; when the leader's process is killed (no release), the
+// standby takes over within the lease duration and its controllers serve a
+// LoadBalancer Service; a SIGTERM then releases the lease and exits cleanly.
+func TestLeaderElectionTakeover(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	ctx := context.Background()
+	args := baseArgs(t, env, ns, "--secure-port=0", "--leader-elect-lease-duration=4s",
+		"--leader-elect-renew-deadline=3s", "--leader-elect-retry-period=500ms", "--controllers=service")
+	lease := args[3][len("--leader-elect-resource-name="):]
+
+	first := managertest.StartProcess(t, args...)
+	var leader string
+	poll(t, 60*time.Second, "the first manager to lead", func(ctx context.Context) (bool, error) {
+		leader, _ = leaseHolder(ctx, cs, ns, lease)
+		return leader != "", nil
+	})
+	second := managertest.StartProcess(t, args...)
+
+	// While the leader lives, its renewals keep the standby out.
+	_, l := leaseHolder(ctx, cs, ns, lease)
+	renewed := l.Spec.RenewTime.Time
+	poll(t, 30*time.Second, "two renewals by the leader", func(ctx context.Context) (bool, error) {
+		holder, l := leaseHolder(ctx, cs, ns, lease)
+		if holder != leader {
+			return false, fmt.Errorf("lease moved to %q while the leader %q was alive", holder, leader)
+		}
+		return l.Spec.RenewTime.Sub(renewed) >= time.Second, nil
+	})
+
+	if err := first.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait(10 * time.Second)
+	var successor string
+	poll(t, 30*time.Second, "the standby to take over", func(ctx context.Context) (bool, error) {
+		successor, _ = leaseHolder(ctx, cs, ns, lease)
+		return successor != "" && successor != leader, nil
+	})
+
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+	if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 60*time.Second, "the new leader to provision the load balancer", func(ctx context.Context) (bool, error) {
+		got, err := cs.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ing := got.Status.LoadBalancer.Ingress
+		return len(ing) == 1 && ing[0].IP == managertest.ExternalIP, nil
+	})
+
+	if err := second.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Wait(45 * time.Second); err != nil {
+		t.Fatalf("after SIGTERM the manager exited with %v, want a clean exit\n%s", err, second.Output())
+	}
+	if holder, _ := leaseHolder(ctx, cs, ns, lease); holder != "" {
+		t.Errorf("after SIGTERM the lease is still held by %q, want it released", holder)
+	}
+}
+
+// TestProvidersInitializedOnLeaderOnly: a standby builds its provider but does
+// not initialize it; the leader initializes it and hands it the informer factory.
+func TestProvidersInitializedOnLeaderOnly(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	args := baseArgs(t, env, ns, "--secure-port=0", "--controllers=service")
+	lease := args[3][len("--leader-elect-resource-name="):]
+
+	// Another candidate holds the lease, so this manager stands by.
+	holder := "someone-else"
+	now := metav1.NewMicroTime(time.Now())
+	dur := int32(3600)
+	_, err := cs.CoordinationV1().Leases(ns).Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: lease},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: &holder, LeaseDurationSeconds: &dur, AcquireTime: &now, RenewTime: &now},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := len(managertest.Clouds())
+	managertest.Start(t, args...)
+	poll(t, 30*time.Second, "the provider to be built", func(context.Context) (bool, error) {
+		return len(managertest.Clouds()) > before, nil
+	})
+	c := managertest.Clouds()[before]
+	if c.Initialized() {
+		t.Fatal("a standby initialized its provider")
+	}
+	if err := cs.CoordinationV1().Leases(ns).Delete(context.Background(), lease, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 60*time.Second, "the provider to be initialized on leadership", func(context.Context) (bool, error) {
+		return c.Initialized() && c.HasInformers(), nil
+	})
+}
+
+// TestInvalidConfigurationStartsNothing: bad values fail Run before anything
+// starts, each naming its flag or field.
+func TestInvalidConfigurationStartsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cloud-provider=fake", "--controllers=*,ipam"}, "--controllers"},
+		{[]string{"--cloud-provider=fake", "--cluster-cidr=10.0.0.0/8,10.1.0.0/16"}, "--cluster-cidr"},
+		{[]string{"--cloud-provider=nope"}, "providers[0].type"},
+		{[]string{"--config=/nonexistent/stratus.yaml"}, "/nonexistent/stratus.yaml"},
+	} {
+		o := managertest.Options(t, append(tc.args, "--kubeconfig=/nonexistent/kubeconfig")...)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := manager.Run(ctx, o)
+		cancel()
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Run(%v) = %v, want an error naming %s", tc.args, err, tc.want)
+		}
+	}
+}
