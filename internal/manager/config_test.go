@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/stratus-ccm/stratus/internal/manager"
 	_ "github.com/stratus-ccm/stratus/internal/manager/managertest" // registers the "fake" provider
 )

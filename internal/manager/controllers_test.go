@@ -72,7 +72,7 @@ func TestControllerAliasesAreCanonical(t *testing.T) {
 }
 
 func TestUnknownControllersRejected(t *testing.T) {
-	for _, list := range [][]string{{"nodeipam"}, {"*", "-ipam"}, {"Service"}, {"--route"}, {"cloud-node-controller "+"x"}} {
+	for _, list := range [][]string{{"nodeipam"}, {"*", "-ipam"}, {"Service"}, {"--route"}, {"cloud-node-controller " + "x"}} {
 		if err := validateControllers(list); err == nil || !strings.Contains(err.Error(), "--controllers") {
 			t.Errorf("validateControllers(%q) = %v, want an error naming --controllers", list, err)
 		}
