@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -174,5 +176,38 @@ func TestBudgetCanceledWaiterLeavesQueue(t *testing.T) {
 	}
 	if b.waiting() != 0 {
 		t.Errorf("%d callers still queued", b.waiting())
+	}
+}
+
+// Through a Provider, the priority in the caller's context decides: with a budget
+// of 1 request/s, a node-initialization call overtakes queued refresh calls.
+func TestProviderCallsHonourContextPriority(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	cloud := newScriptedLB("test")
+	p := NewProvider(uniqueName("priority-test"), cloud, WithClock(clk), WithBudget(BudgetConfig{Rate: 1, Burst: 1}))
+	lb, _ := p.LoadBalancer()
+	ensure := func(prio Priority, name string) {
+		svc := &v1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}}
+		if _, err := lb.EnsureLoadBalancer(WithPriority(t.Context(), prio), "cluster", svc, nil); err != nil {
+			t.Error(err)
+		}
+	}
+	ensure(PriorityRefresh, "first") // takes the only token
+
+	var wg sync.WaitGroup
+	for i, name := range []string{"refresh-0", "refresh-1", "refresh-2"} {
+		wg.Go(func() { ensure(PriorityRefresh, name) })
+		eventually(t, name+" queued", func() bool { return p.budget.waiting() == i+1 })
+	}
+	wg.Go(func() { ensure(PriorityNodeInit, "node-init") })
+	eventually(t, "node-init queued", func() bool { return p.budget.waiting() == 4 })
+	for n := 2; n <= 5; n++ {
+		clk.Step(time.Second)
+		eventually(t, fmt.Sprintf("call %d", n), func() bool { return len(cloud.ensured()) == n })
+	}
+	wg.Wait()
+	want := []string{"first", "node-init", "refresh-0", "refresh-1", "refresh-2"}
+	if diff := cmp.Diff(want, cloud.ensured()); diff != "" {
+		t.Errorf("call order (-want +got):\n%s", diff)
 	}
 }

@@ -107,6 +107,7 @@ type scriptedLB struct {
 	*fake.Cloud
 	mu       sync.Mutex
 	errs     []error
+	order    []string // names of the Services ensured, in call order
 	calls    atomic.Int32
 	inFlight atomic.Int32
 	maxSeen  atomic.Int32
@@ -119,7 +120,7 @@ func newScriptedLB(scheme string, errs ...error) *scriptedLB {
 
 func (s *scriptedLB) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return s, true }
 
-func (s *scriptedLB) EnsureLoadBalancer(ctx context.Context, _ string, _ *v1.Service, _ []*v1.Node) (*v1.LoadBalancerStatus, error) {
+func (s *scriptedLB) EnsureLoadBalancer(ctx context.Context, _ string, svc *v1.Service, _ []*v1.Node) (*v1.LoadBalancerStatus, error) {
 	s.calls.Add(1)
 	n := s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
@@ -138,12 +139,22 @@ func (s *scriptedLB) EnsureLoadBalancer(ctx context.Context, _ string, _ *v1.Ser
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if svc != nil {
+		s.order = append(s.order, svc.Name)
+	}
 	if len(s.errs) > 0 {
 		err := s.errs[0]
 		s.errs = s.errs[1:]
 		return nil, err
 	}
 	return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "192.0.2.1"}}}, nil
+}
+
+// ensured returns the names of the Services ensured so far, in order.
+func (s *scriptedLB) ensured() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.order...)
 }
 
 // listingCloud is an InstancesV2 provider double that can list its instances.
