@@ -64,7 +64,7 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 		recorder: recorder,
 		opts:     opts,
 		now:      time.Now,
-		strikes:  map[types.UID]int{},
+		strikes:  map[types.UID]*strikes{},
 		reported: map[types.UID]BlockReason{},
 		budgets:  map[*cloud.Provider]*deletionBudget{},
 	}
@@ -88,7 +88,7 @@ type controller struct {
 	now      func() time.Time
 
 	// strikes counts, per node UID, the checks in a row that said "does not exist".
-	strikes map[types.UID]int
+	strikes map[types.UID]*strikes
 	// reported is the last block reason announced by event for a node, so that a
 	// guard holding a node back for many passes emits one event per reason.
 	reported map[types.UID]BlockReason
@@ -194,8 +194,13 @@ func (c *controller) passProvider(ctx context.Context, p *cloud.Provider, owned 
 				}
 			}
 		default:
-			c.strikes[n.UID]++
-			if reason := checkGuard(now, ch.since, c.opts.DeletionGracePeriod, c.strikes[n.UID]); reason != "" {
+			st, ok := c.strikes[n.UID]
+			if !ok {
+				st = &strikes{}
+				c.strikes[n.UID] = st
+			}
+			st.observe(now, c.opts.ConfirmationInterval)
+			if reason := checkGuard(now, ch.since, c.opts.DeletionGracePeriod, st.count); reason != "" {
 				c.block(ctx, p, ch, reason, nil)
 				continue
 			}
@@ -283,8 +288,9 @@ func (c *controller) block(ctx context.Context, p *cloud.Provider, ch check, rea
 		msg = fmt.Sprintf("Node %s does not exist in the cloud provider according to one check; waiting for a second check to confirm", n.Name)
 	case BlockedBudget:
 		b := c.budget(p)
-		msg = fmt.Sprintf("Node %s does not exist in the cloud provider, but the deletion budget of provider %s is used up (%d deletions per %s for its %d nodes); it is retried later",
-			n.Name, p.Name(), b.limit(ch.owned), b.window, ch.owned)
+		used := b.used(c.now())
+		msg = fmt.Sprintf("Node %s does not exist in the cloud provider, but the deletion budget of provider %s is used up (%d of %d deletions per %s); it is retried later",
+			n.Name, p.Name(), used, b.limit(ch.owned+used), b.window)
 	}
 	c.recorder.Event(n, v1.EventTypeWarning, ReasonNodeDeletionBlocked, msg)
 }

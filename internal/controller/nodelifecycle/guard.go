@@ -29,6 +29,21 @@ const (
 // confirmations is how many checks in a row must say "does not exist".
 const confirmations = 2
 
+// strikes counts the checks in a row that said a node's instance does not exist.
+type strikes struct {
+	count int
+	last  time.Time // when the last counted answer came
+}
+
+// observe counts a "does not exist" answer at now, unless the last counted one is
+// less than interval old: answers that close may come from the same cached listing.
+func (s *strikes) observe(now time.Time, interval time.Duration) {
+	if s.count == 0 || now.Sub(s.last) >= interval {
+		s.count++
+		s.last = now
+	}
+}
+
 // notReadySince reports whether the node is Ready and, when it is not, since when:
 // the Ready condition's lastTransitionTime, or the node's creation when the
 // condition is missing or has no transition time (a node that never became Ready).
@@ -85,9 +100,11 @@ func (b *deletionBudget) used(now time.Time) int {
 }
 
 // allow reports whether one more deletion fits the window ending at now for a
-// provider owning nodes.
+// provider owning nodes. The nodes deleted within the window still count towards
+// the base, so that each deletion does not shrink the budget for the next.
 func (b *deletionBudget) allow(now time.Time, nodes int) bool {
-	return b.used(now) < b.limit(nodes)
+	used := b.used(now)
+	return used < b.limit(nodes+used)
 }
 
 // record counts a deletion made at now.

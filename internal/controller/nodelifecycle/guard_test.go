@@ -73,8 +73,10 @@ func TestDeletionBudget(t *testing.T) {
 		{"10% of 5 is the minimum 1", 10, 1, 5, 1, nil, true},
 		{"min 1 used", 10, 1, 5, 1, []time.Duration{time.Minute}, false},
 		{"old deletion left the window", 10, 1, 5, 1, []time.Duration{10 * time.Minute}, true},
-		{"10 of 100 used", 10, 1, 100, 10, repeat(time.Minute, 10), false},
-		{"9 of 100 used", 10, 1, 100, 10, repeat(time.Minute, 9), true},
+		{"10 of 100 used", 10, 1, 90, 9, repeat(time.Minute, 10), false},
+		{"9 of 100 used, 91 left", 10, 1, 91, 9, repeat(time.Minute, 9), true},
+		{"1 of 20 used, 19 left", 10, 1, 19, 1, repeat(time.Minute, 1), true},
+		{"2 of 20 used, 18 left", 10, 1, 18, 1, repeat(time.Minute, 2), false},
 		{"larger minimum", 10, 3, 10, 3, repeat(time.Minute, 2), true},
 		{"100%", 100, 1, 4, 4, repeat(time.Minute, 3), true},
 	} {
@@ -110,16 +112,30 @@ func TestOptions(t *testing.T) {
 		MonitorPeriod: DefaultMonitorPeriod, DeletionGracePeriod: DefaultDeletionGracePeriod,
 		DeletionBudgetPercent: DefaultDeletionBudgetPercent, DeletionBudgetMin: DefaultDeletionBudgetMin,
 		DeletionBudgetWindow: DefaultDeletionBudgetWindow, Workers: DefaultWorkers,
+		ConfirmationInterval: DefaultConfirmationInterval,
 	}
 	if got != want {
 		t.Errorf("defaults = %+v, want %+v", got, want)
 	}
 	for _, bad := range []Options{
-		{MonitorPeriod: -1}, {DeletionGracePeriod: -time.Second}, {DeletionBudgetWindow: -1},
+		{MonitorPeriod: -1}, {DeletionGracePeriod: -time.Second}, {DeletionBudgetWindow: -1}, {ConfirmationInterval: -1},
 		{DeletionBudgetPercent: -1}, {DeletionBudgetPercent: 101}, {DeletionBudgetMin: -1}, {Workers: -2},
 	} {
 		if _, err := bad.withDefaults(); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
+	}
+}
+
+func TestStrikes(t *testing.T) {
+	var s strikes
+	s.observe(t0, 30*time.Second)
+	s.observe(t0.Add(5*time.Second), 30*time.Second) // may be the same listing
+	if s.count != 1 {
+		t.Fatalf("count = %d after two answers 5s apart, want 1", s.count)
+	}
+	s.observe(t0.Add(31*time.Second), 30*time.Second)
+	if s.count != 2 {
+		t.Fatalf("count = %d after answers 31s apart, want 2", s.count)
 	}
 }

@@ -3,6 +3,8 @@ package nodelifecycle
 import (
 	"fmt"
 	"time"
+
+	"github.com/stratus-ccm/stratus/internal/cloud"
 )
 
 // Defaults of the Options fields.
@@ -17,6 +19,9 @@ const (
 	DefaultDeletionBudgetPercent = 10
 	DefaultDeletionBudgetMin     = 1
 	DefaultDeletionBudgetWindow  = 10 * time.Minute
+	// DefaultConfirmationInterval is the cloud layer's default instance-cache
+	// freshness, so that the two "does not exist" answers come from two listings.
+	DefaultConfirmationInterval = cloud.DefaultInstanceCacheFreshness
 	// DefaultWorkers is the parallelism of per-node checks for providers that
 	// cannot list their instances.
 	DefaultWorkers = 10
@@ -33,6 +38,12 @@ type Options struct {
 	// condition's lastTransitionTime (or its creation when it has none), before it
 	// may be deleted.
 	DeletionGracePeriod time.Duration
+	// ConfirmationInterval is the least time between the two "does not exist"
+	// answers that confirm a deletion (default 30s, the cloud layer's default
+	// instance-cache freshness; no upstream flag). The manager sets it to the
+	// provider's configured cache freshness, so that the second answer never comes
+	// from the same cached listing as the first.
+	ConfirmationInterval time.Duration
 	// DeletionBudgetPercent is the share of a provider's nodes that may be deleted
 	// within DeletionBudgetWindow (default 10, at most 100; no upstream flag).
 	DeletionBudgetPercent int
@@ -58,6 +69,7 @@ func (o Options) withDefaults() (Options, error) {
 		{"--node-monitor-period", &o.MonitorPeriod, DefaultMonitorPeriod},
 		{"--node-deletion-grace-period", &o.DeletionGracePeriod, DefaultDeletionGracePeriod},
 		{"node lifecycle DeletionBudgetWindow", &o.DeletionBudgetWindow, DefaultDeletionBudgetWindow},
+		{"node lifecycle ConfirmationInterval", &o.ConfirmationInterval, DefaultConfirmationInterval},
 	} {
 		if *d.value < 0 {
 			return o, fmt.Errorf("%s must not be negative, got %s", d.name, *d.value)

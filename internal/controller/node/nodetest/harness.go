@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -36,6 +38,9 @@ type Harness struct {
 	Ctx   context.Context
 	CS    kubernetes.Interface
 	scope string
+
+	mu   sync.Mutex
+	uids map[string]types.UID // of the nodes CreateNode created, by name
 }
 
 // Config tunes Start.
@@ -78,7 +83,7 @@ func Start(t *testing.T, cfg Config, add func(manager.Manager) (bool, error)) *H
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- mgr.Start(ctx) }()
-	h := &Harness{T: t, Ctx: ctx, CS: env.Clientset(t), scope: scope}
+	h := &Harness{T: t, Ctx: ctx, CS: env.Clientset(t), scope: scope, uids: map[string]types.UID{}}
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
@@ -104,6 +109,9 @@ func (h *Harness) CreateNode(name string, mutate ...func(*v1.Node)) *v1.Node {
 	if err != nil {
 		h.T.Fatalf("create node %s: %v", name, err)
 	}
+	h.mu.Lock()
+	h.uids[name] = out.UID
+	h.mu.Unlock()
 	if len(status.Conditions) > 0 || len(status.Addresses) > 0 {
 		out.Status = status
 		if out, err = h.CS.CoreV1().Nodes().UpdateStatus(h.Ctx, out, metav1.UpdateOptions{}); err != nil {
@@ -186,11 +194,16 @@ func (h *Harness) Consistently(d time.Duration, what string, cond func() bool) {
 	}
 }
 
-// Events returns the events about the Node with the reason (any reason when
-// empty).
+// Events returns the events about the Node (the one this harness created under
+// that name) with the reason (any reason when empty).
 func (h *Harness) Events(node, reason string) []v1.Event {
 	h.T.Helper()
 	sel := fields.Set{"involvedObject.kind": "Node", "involvedObject.name": node}
+	h.mu.Lock()
+	if uid, ok := h.uids[node]; ok {
+		sel["involvedObject.uid"] = string(uid)
+	}
+	h.mu.Unlock()
 	if reason != "" {
 		sel["reason"] = reason
 	}

@@ -1,0 +1,264 @@
+package nodelifecycle
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/cloud-provider/fake"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/stratus-ccm/stratus/internal/cloud"
+	"github.com/stratus-ccm/stratus/internal/controller/node/nodetest"
+	"github.com/stratus-ccm/stratus/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	if os.Getenv("TEST_LOGS") != "" {
+		log.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{Verbosity: 2}))
+	} else {
+		log.SetLogger(logr.Discard())
+	}
+	testenv.Main(m)
+}
+
+const shutdownKey = "node.cloudprovider.kubernetes.io/shutdown"
+
+// fast are options that let a test see several passes and confirmations quickly.
+// The budget allows every deletion, except in the test of the budget.
+var fast = Options{MonitorPeriod: 100 * time.Millisecond, ConfirmationInterval: 100 * time.Millisecond, DeletionBudgetPercent: 100}
+
+// provider wraps raw with a short instance-cache freshness, so that a listing
+// taken after a change in the cloud sees it.
+func provider(raw cloudprovider.Interface) *cloud.Provider {
+	return cloud.NewProvider("test", raw, cloud.WithInstanceCacheFreshness(50*time.Millisecond))
+}
+
+func start(t *testing.T, clouds *cloud.Set, opts Options) *nodetest.Harness {
+	t.Helper()
+	return nodetest.Start(t, nodetest.Config{}, func(mgr manager.Manager) (bool, error) { return Add(mgr, clouds, opts) })
+}
+
+// longAgo is a NotReady transition far past every grace period.
+var longAgo = time.Now().Add(-time.Hour)
+
+func gone(h *nodetest.Harness, name string) func() bool {
+	return func() bool { return h.Node(name) == nil }
+}
+
+// variants runs a test with a per-node provider and with a listing one.
+func variants(t *testing.T, run func(t *testing.T, c *nodetest.Cloud, raw cloudprovider.Interface)) {
+	t.Run("per node", func(t *testing.T) {
+		c := nodetest.NewCloud("test")
+		run(t, c, c)
+	})
+	t.Run("listing", func(t *testing.T) {
+		c := nodetest.NewCloud("test")
+		run(t, c, c.Listing())
+	})
+}
+
+// CONTRACT §5.9 item 10: a NotReady node whose instance is gone is deleted, with
+// the upstream events; a Ready one never is, and a NotReady one whose instance
+// exists stays.
+func TestDeleteGoneNotReadyNode(t *testing.T) {
+	variants(t, func(t *testing.T, c *nodetest.Cloud, raw cloudprovider.Interface) {
+		c.AddInstance("alive", cloudprovider.InstanceMetadata{})
+		h := start(t, cloud.Single(provider(raw)), fast)
+		h.CreateNode("gone", nodetest.WithProviderID(c.ProviderID("gone")), nodetest.Ready(v1.ConditionFalse, longAgo))
+		h.CreateNode("unknown-gone", nodetest.WithProviderID(c.ProviderID("unknown-gone")), nodetest.Ready(v1.ConditionUnknown, longAgo))
+		h.CreateNode("ready-gone", nodetest.WithProviderID(c.ProviderID("ready-gone")), nodetest.Ready(v1.ConditionTrue, longAgo))
+		h.CreateNode("alive", nodetest.WithProviderID(c.ProviderID("alive")), nodetest.Ready(v1.ConditionFalse, longAgo))
+
+		h.Eventually(20*time.Second, "gone deleted", gone(h, "gone"))
+		h.Eventually(20*time.Second, "unknown-gone deleted", gone(h, "unknown-gone"))
+		h.Eventually(10*time.Second, "DeletingNode event", func() bool { return len(h.Events("gone", ReasonDeletingNode)) == 1 })
+		ev := h.Events("gone", ReasonDeletingNode)[0]
+		if ev.Type != v1.EventTypeNormal || ev.Source.Component != Component || ev.InvolvedObject.APIVersion != "v1" ||
+			ev.Message != "Deleting node gone because it does not exist in the cloud provider" {
+			t.Errorf("DeletingNode event = %+v", ev)
+		}
+		// The first answer alone did not delete it.
+		if len(h.Events("gone", ReasonNodeDeletionBlocked)) == 0 {
+			t.Error("no NodeDeletionBlocked event before the confirmation")
+		}
+		h.Consistently(time.Second, "ready and existing nodes stay", func() bool {
+			return h.Node("ready-gone") != nil && h.Node("alive") != nil
+		})
+	})
+}
+
+// CONTRACT §5.9 item 10 (v1): a node without provider ID whose InstanceID lookup
+// says InstanceNotFound is deleted; a provider error leaves the node alone.
+func TestDeleteV1(t *testing.T) {
+	t.Run("InstanceNotFound", func(t *testing.T) {
+		f := &fake.Cloud{Provider: "fake", ExtIDErr: map[types.NodeName]error{"v1-gone": cloudprovider.InstanceNotFound}}
+		h := start(t, cloud.Single(cloud.NewProvider("fake", f)), fast)
+		h.CreateNode("v1-gone", nodetest.Ready(v1.ConditionFalse, longAgo))
+		h.Eventually(20*time.Second, "v1-gone deleted", gone(h, "v1-gone"))
+	})
+	t.Run("provider error", func(t *testing.T) {
+		f := &fake.Cloud{Provider: "fake", ErrByProviderID: errors.New("cloud down")}
+		h := start(t, cloud.Single(cloud.NewProvider("fake", f)), fast)
+		n := h.CreateNode("v1-error", nodetest.WithProviderID("fake://v1-error"), nodetest.Ready(v1.ConditionFalse, longAgo))
+		h.Consistently(2*time.Second, "v1-error untouched", func() bool {
+			got := h.Node("v1-error")
+			return got != nil && got.ResourceVersion == n.ResourceVersion
+		})
+	})
+}
+
+// CONTRACT §5.9 item 10: the shutdown taint is added to a NotReady node whose
+// instance is shut down, keeping other taints, and removed when it is Ready.
+func TestShutdownTaint(t *testing.T) {
+	variants(t, func(t *testing.T, c *nodetest.Cloud, raw cloudprovider.Interface) {
+		c.AddInstance("down", cloudprovider.InstanceMetadata{})
+		c.SetShutdown("down", true)
+		h := start(t, cloud.Single(provider(raw)), fast)
+		h.CreateNode("down", nodetest.WithProviderID(c.ProviderID("down")), nodetest.Ready(v1.ConditionFalse, longAgo),
+			nodetest.Tainted("example.com/keep", "yes", v1.TaintEffectNoSchedule))
+		h.Eventually(20*time.Second, "shutdown taint", func() bool { return nodetest.HasTaint(h.Node("down"), shutdownKey) })
+		n := h.Node("down")
+		if !nodetest.HasTaint(n, "example.com/keep") {
+			t.Errorf("other taint lost: %v", n.Spec.Taints)
+		}
+		for _, tt := range n.Spec.Taints {
+			if tt.Key == shutdownKey && (tt.Effect != v1.TaintEffectNoSchedule || tt.Value != "") {
+				t.Errorf("shutdown taint = %+v", tt)
+			}
+		}
+		c.SetShutdown("down", false)
+		h.SetReady("down", v1.ConditionTrue, time.Now())
+		h.Eventually(20*time.Second, "shutdown taint removed", func() bool { return !nodetest.HasTaint(h.Node("down"), shutdownKey) })
+		if n := h.Node("down"); !nodetest.HasTaint(n, "example.com/keep") {
+			t.Errorf("other taint lost: %v", n.Spec.Taints)
+		}
+	})
+}
+
+// Deliberate difference: a node NotReady for less than the grace period is not
+// deleted, and the guard says so; once the grace period has passed it is.
+func TestGracePeriod(t *testing.T) {
+	c := nodetest.NewCloud("test")
+	opts := fast
+	opts.DeletionGracePeriod = 3 * time.Second
+	c.AddInstance("other", cloudprovider.InstanceMetadata{}) // the listing is not empty
+	h := start(t, cloud.Single(provider(c.Listing())), opts)
+	h.CreateNode("young", nodetest.WithProviderID(c.ProviderID("young")), nodetest.Ready(v1.ConditionFalse, time.Now()))
+	h.Eventually(10*time.Second, "GracePeriod event", func() bool {
+		evs := h.Events("young", ReasonNodeDeletionBlocked)
+		return len(evs) > 0 && evs[0].Type == v1.EventTypeWarning
+	})
+	if h.Node("young") == nil {
+		t.Fatal("deleted within the grace period")
+	}
+	h.Eventually(20*time.Second, "deleted after the grace period", gone(h, "young"))
+}
+
+// Deliberate difference: an empty listing (an API outage) or a failed one while
+// the provider owns nodes deletes nothing, and says why.
+func TestListingOutageDeletesNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		reason BlockReason
+		break_ func(c *nodetest.Cloud)
+	}{
+		{"empty", BlockedEmptyListing, func(c *nodetest.Cloud) {}},
+		{"failed", BlockedListingFailed, func(c *nodetest.Cloud) { c.SetListError(errors.New("503 from the cloud API")) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := nodetest.NewCloud("test")
+			tc.break_(c)
+			before := testutil.ToFloat64(deletionBlocked.WithLabelValues("test", string(tc.reason)))
+			h := start(t, cloud.Single(provider(c.Listing())), fast)
+			var names []string
+			for i := range 3 {
+				name := fmt.Sprintf("outage-%s-%d", tc.name, i)
+				names = append(names, name)
+				h.CreateNode(name, nodetest.WithProviderID(c.ProviderID(name)), nodetest.Ready(v1.ConditionFalse, longAgo))
+			}
+			h.Eventually(10*time.Second, "NodeDeletionBlocked event", func() bool {
+				evs := h.Events(names[0], ReasonNodeDeletionBlocked)
+				return len(evs) > 0
+			})
+			h.Consistently(2*time.Second, "no node deleted", func() bool {
+				for _, n := range names {
+					if h.Node(n) == nil {
+						return false
+					}
+				}
+				return true
+			})
+			if after := testutil.ToFloat64(deletionBlocked.WithLabelValues("test", string(tc.reason))); after <= before {
+				t.Errorf("stratus_node_deletion_blocked_total{reason=%q} did not grow", tc.reason)
+			}
+		})
+	}
+}
+
+// Deliberate difference: the deletion budget stops a mass deletion: of 20 nodes
+// whose instances all vanished, 2 (10%) are deleted per window.
+func TestBudgetStopsMassDeletion(t *testing.T) {
+	c := nodetest.NewCloud("test")
+	// One instance survives, so the listing is not empty.
+	c.AddInstance("survivor", cloudprovider.InstanceMetadata{})
+	opts := fast
+	opts.DeletionBudgetPercent = 0 // the default, 10%
+	h := start(t, cloud.Single(provider(c.Listing())), opts)
+	h.CreateNode("survivor", nodetest.WithProviderID(c.ProviderID("survivor")), nodetest.Ready(v1.ConditionTrue, longAgo))
+	var names []string
+	for i := range 19 {
+		name := fmt.Sprintf("mass-%02d", i)
+		names = append(names, name)
+		h.CreateNode(name, nodetest.WithProviderID(c.ProviderID(name)), nodetest.Ready(v1.ConditionFalse, longAgo))
+	}
+	remaining := func() int {
+		n := 0
+		for _, name := range names {
+			if h.Node(name) != nil {
+				n++
+			}
+		}
+		return n
+	}
+	h.Eventually(20*time.Second, "two deletions", func() bool { return remaining() == 17 })
+	h.Consistently(2*time.Second, "no further deletion", func() bool { return remaining() == 17 })
+	blocked := 0
+	for _, name := range names {
+		for _, ev := range h.Events(name, ReasonNodeDeletionBlocked) {
+			if ev.Type == v1.EventTypeWarning && strings.Contains(ev.Message, "deletion budget") {
+				blocked++
+			}
+		}
+	}
+	if blocked != 17 {
+		t.Errorf("%d budget events, want 17", blocked)
+	}
+}
+
+// A node whose provider ID names another provider is never checked nor written,
+// even NotReady and shut down.
+func TestForeignNodeUntouched(t *testing.T) {
+	c := nodetest.NewCloud("test")
+	h := start(t, cloud.Single(provider(c)), fast)
+	n := h.CreateNode("foreign", nodetest.WithProviderID("aws://i-0abc"), nodetest.Ready(v1.ConditionFalse, longAgo))
+	h.CreateNode("ours", nodetest.WithProviderID(c.ProviderID("ours")), nodetest.Ready(v1.ConditionFalse, longAgo))
+	h.Eventually(20*time.Second, "our gone node deleted", gone(h, "ours"))
+	h.Consistently(time.Second, "foreign node untouched", func() bool {
+		got := h.Node("foreign")
+		return got != nil && got.ResourceVersion == n.ResourceVersion
+	})
+	if len(h.Events("foreign", "")) != 0 {
+		t.Errorf("events about the foreign node: %v", h.Events("foreign", ""))
+	}
+}
