@@ -217,13 +217,22 @@ func (b *budget) available() float64 {
 	return max(b.limiter.TokensAt(b.clock.Now()), 0)
 }
 
-// waiting returns the number of queued callers (for tests).
-func (b *budget) waiting() int {
+// queued returns the number of waiting callers per priority class.
+func (b *budget) queued() [numPriorities]int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	var n [numPriorities]int
+	for p, q := range b.queues {
+		n[p] = len(q)
+	}
+	return n
+}
+
+// waiting returns the number of waiting callers.
+func (b *budget) waiting() int {
 	n := 0
-	for _, q := range b.queues {
-		n += len(q)
+	for _, q := range b.queued() {
+		n += q
 	}
 	return n
 }

@@ -29,13 +29,18 @@ const (
 // Every other error, api.RetryError included, is returned unchanged, at once.
 func call[T any](ctx context.Context, p *Provider, method string, fn func(context.Context) (T, error)) (T, error) {
 	prio := PriorityFrom(ctx)
+	var last error // the previous attempt's error, when retrying
 	for attempt := 0; ; attempt++ {
 		queued := p.clock.Now()
 		release, err := p.budget.acquire(ctx, prio)
 		if err != nil {
 			requestsTotal.WithLabelValues(p.name, method, OutcomeCanceled).Inc()
 			var zero T
-			return zero, fmt.Errorf("provider %s: %s: waiting for the request budget: %w", p.name, method, err)
+			err = fmt.Errorf("provider %s: %s: waiting for the request budget: %w", p.name, method, err)
+			if last != nil {
+				err = fmt.Errorf("%w (retry abandoned: %w)", last, err)
+			}
+			return zero, err
 		}
 		start := p.clock.Now()
 		budgetWait.WithLabelValues(p.name, prio.String()).Observe(start.Sub(queued).Seconds())
@@ -67,6 +72,7 @@ func call[T any](ctx context.Context, p *Provider, method string, fn func(contex
 		if attempt >= p.maxRetries {
 			return v, err
 		}
+		last = err
 		log.FromContext(ctx).V(4).Info("Retrying cloud call", "provider", p.name, "method", method, "attempt", attempt+1, "error", err.Error())
 		if backoff > 0 {
 			if werr := sleepCtx(ctx, p.clock, backoff); werr != nil {

@@ -228,3 +228,27 @@ func TestWrappedCapabilitiesAreBudgeted(t *testing.T) {
 		}
 	}
 }
+
+// A caller that gives up while waiting out a throttling pause still learns why.
+func TestAbandonedThrottledCallKeepsCause(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
+	cloud := newScriptedLB("test", pcp.Throttled(time.Hour, nil))
+	p := NewProvider(uniqueName("throttle-abandon-test"), cloud, WithClock(clk))
+	lb, _ := p.LoadBalancer()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := lb.EnsureLoadBalancer(ctx, "cluster", &v1.Service{}, nil)
+		done <- err
+	}()
+	eventually(t, "the call to wait out the pause", clk.HasWaiters)
+	cancel()
+	err := <-done
+	var throttled *pcp.ThrottledError
+	if !errors.As(err, &throttled) || !errors.Is(err, context.Canceled) {
+		t.Errorf("err = %v, want both the ThrottledError and context.Canceled", err)
+	}
+	if got := cloud.calls.Load(); got != 1 {
+		t.Errorf("provider calls = %d, want 1", got)
+	}
+}

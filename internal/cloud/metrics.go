@@ -54,9 +54,12 @@ var (
 	}, []string{"provider"})
 
 	budgets = &budgetCollector{
-		desc: prometheus.NewDesc("stratus_cloud_budget_available",
+		available: prometheus.NewDesc("stratus_cloud_budget_available",
 			"Requests the provider's token bucket allows right now (its burst when idle; +Inf when unlimited).",
 			[]string{"provider"}, nil),
+		queued: prometheus.NewDesc("stratus_cloud_budget_queued",
+			"Calls waiting for the provider's request budget, by priority class.",
+			[]string{"provider", "priority"}, nil),
 		byName: map[string]*budget{},
 	}
 )
@@ -65,12 +68,13 @@ func init() {
 	metrics.Registry.MustRegister(requestsTotal, requestDuration, budgetWait, throttledTotal, cacheHits, cacheMisses, budgets)
 }
 
-// budgetCollector reports each provider's available tokens at scrape time, so the
-// gauge shows the bucket refilling while no calls are made.
+// budgetCollector reports each provider's available tokens and queue at scrape
+// time, so the gauges show the bucket refilling while no calls are made.
 type budgetCollector struct {
-	desc   *prometheus.Desc
-	mu     sync.Mutex
-	byName map[string]*budget
+	available *prometheus.Desc
+	queued    *prometheus.Desc
+	mu        sync.Mutex
+	byName    map[string]*budget
 }
 
 // track makes name's gauge report b (the newest provider of that name wins).
@@ -81,13 +85,19 @@ func (c *budgetCollector) track(name string, b *budget) {
 }
 
 // Describe implements prometheus.Collector.
-func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- c.available
+	ch <- c.queued
+}
 
 // Collect implements prometheus.Collector.
 func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for name, b := range c.byName {
-		ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, b.available(), name)
+		ch <- prometheus.MustNewConstMetric(c.available, prometheus.GaugeValue, b.available(), name)
+		for prio, n := range b.queued() {
+			ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(n), name, Priority(prio).String())
+		}
 	}
 }
