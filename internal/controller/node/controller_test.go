@@ -9,6 +9,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
@@ -102,6 +104,13 @@ func TestInitializeV2(t *testing.T) {
 	h.Eventually(10*time.Second, "Synced event", func() bool { return len(h.Events("n1", ReasonSynced)) == 1 })
 	if ev := h.Events("n1", ReasonSynced)[0]; ev.Type != v1.EventTypeNormal || ev.Source.Component != Component || ev.InvolvedObject.APIVersion != "v1" {
 		t.Errorf("Synced event = %+v", ev)
+	}
+
+	for _, hist := range []prometheus.Histogram{taintRemovalDelay, initialSyncDelay} {
+		m := &dto.Metric{}
+		if err := hist.Write(m); err != nil || m.GetHistogram().GetSampleCount() == 0 {
+			t.Errorf("histogram %v has no sample (%v)", hist.Desc(), err)
+		}
 	}
 
 	h.Eventually(20*time.Second, "keep-id initialized", initialized(h, "keep-id"))

@@ -96,6 +96,9 @@ func Start(t *testing.T, cfg Config, add func(manager.Manager) (bool, error)) *H
 	return h
 }
 
+// Scope is the value of ScopeLabel on the harness's Nodes.
+func (h *Harness) Scope() string { return h.scope }
+
 // CreateNode creates a Node in the harness's scope. Mutations may set status
 // (conditions, addresses); it is written through the status subresource.
 func (h *Harness) CreateNode(name string, mutate ...func(*v1.Node)) *v1.Node {
