@@ -19,8 +19,8 @@ const creationSlack = 2 * time.Second
 
 // instanceCache answers instance questions from the provider's InstanceLister.
 //
-// A listing answers questions for its freshness window. Concurrent listings are
-// coalesced into one cloud call. A listing that lacks a node's instance is
+// A listing answers questions for its freshness window. Concurrent listings of
+// one priority class are coalesced into one cloud call. A listing that lacks a node's instance is
 // trusted only if it started after the node object was created (machines are
 // older than their nodes) or after the question was asked; otherwise, for a node
 // that joined after the listing, the cache lists again once before answering "not
@@ -153,11 +153,11 @@ func (c *instanceCache) get(ctx context.Context, notBefore time.Time) (snap *sna
 	return snap, true, err
 }
 
-// listShared makes one listing for all concurrent callers; the caller that starts
-// it first reuses a cached listing that has become good enough meanwhile. The
-// first caller's context (and so its priority) carries the call.
+// listShared makes one listing for all concurrent callers of a priority class;
+// the caller that starts it first reuses a cached listing that has become good
+// enough meanwhile.
 func (c *instanceCache) listShared(ctx context.Context, notBefore time.Time) (*snapshot, error) {
-	ch := c.group.DoChan("list", func() (any, error) {
+	snap, err := shared(ctx, &c.group, "list", func(ctx context.Context) (*snapshot, error) {
 		c.mu.Lock()
 		cached := c.snap
 		c.mu.Unlock()
@@ -168,7 +168,7 @@ func (c *instanceCache) listShared(ctx context.Context, notBefore time.Time) (*s
 		started := c.p.clock.Now()
 		list, err := call(ctx, c.p, "ListInstances", lister.ListInstances)
 		if err != nil {
-			return nil, fmt.Errorf("provider %s: list instances: %w", c.p.name, err)
+			return nil, err
 		}
 		snap := newSnapshot(started, list)
 		c.mu.Lock()
@@ -178,13 +178,8 @@ func (c *instanceCache) listShared(ctx context.Context, notBefore time.Time) (*s
 		c.mu.Unlock()
 		return snap, nil
 	})
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		return r.Val.(*snapshot), nil
-	case <-ctx.Done():
-		return nil, fmt.Errorf("provider %s: list instances: %w", c.p.name, ctx.Err())
+	if err != nil {
+		return nil, fmt.Errorf("provider %s: list instances: %w", c.p.name, err)
 	}
+	return snap, nil
 }

@@ -245,3 +245,64 @@ func TestPerNodeCallsWithoutLister(t *testing.T) {
 		t.Errorf("InstanceExists calls = %v, want 1", got)
 	}
 }
+
+// A caller waiting on a shared call started by a caller who then went away gets an
+// answer, not the other caller's cancellation.
+func TestSharedCallSurvivesItsStarterLeaving(t *testing.T) {
+	gate := make(chan struct{})
+	var calls sync.Mutex
+	n := 0
+	cloud := &fake.Cloud{Provider: "test", EnableInstancesV2: true,
+		OverrideInstanceMetadata: func(ctx context.Context, _ *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+			calls.Lock()
+			n++
+			calls.Unlock()
+			select {
+			case <-gate:
+				return &cloudprovider.InstanceMetadata{ProviderID: "test://a"}, nil
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			}
+		}}
+	p := NewProvider(uniqueName("lender-test"), cloud)
+	starterCtx, cancel := context.WithCancel(t.Context())
+	starter := make(chan error, 1)
+	go func() {
+		_, err := p.InstanceMetadata(starterCtx, node("a", "test://a"))
+		starter <- err
+	}()
+	eventually(t, "the first call", func() bool { calls.Lock(); defer calls.Unlock(); return n == 1 })
+	joiner := make(chan error, 1)
+	go func() {
+		_, err := p.InstanceMetadata(t.Context(), node("a", "test://a"))
+		joiner <- err
+	}()
+	eventually(t, "the second caller to join", func() bool { return p.coalescing.Load() == 2 })
+	cancel()
+	if err := <-starter; !errors.Is(err, context.Canceled) {
+		t.Errorf("starter err = %v, want context.Canceled", err)
+	}
+	close(gate)
+	if err := <-joiner; err != nil {
+		t.Errorf("joiner err = %v, want an answer", err)
+	}
+}
+
+// A node-initialization question does not wait for a listing started at refresh
+// priority (which may queue behind many calls): classes list separately.
+func TestListingsDoNotMixPriorities(t *testing.T) {
+	cloud := newListingCloud(instance("a", false))
+	cloud.gate = make(chan struct{})
+	p, _ := newCachedProvider(t, uniqueName("cache-prio-test"), cloud)
+	var wg sync.WaitGroup
+	for _, prio := range []Priority{PriorityRefresh, PriorityNodeInit} {
+		wg.Go(func() {
+			if _, err := p.InstanceExists(WithPriority(t.Context(), prio), node("a", "test://a")); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	eventually(t, "two listings, one per class", func() bool { return cloud.lists.Load() == 2 })
+	close(cloud.gate)
+	wg.Wait()
+}

@@ -234,21 +234,16 @@ func copyMetadata(md *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMet
 	return &c
 }
 
-// coalesce runs fn once for identical concurrent requests (same method and node).
-// The first caller's context carries the call.
+// coalesce runs fn once for identical concurrent requests (same method, node and
+// priority).
 func coalesce[T any](ctx context.Context, p *Provider, method string, node *v1.Node, fn func(context.Context) (T, error)) (T, error) {
-	key := method + "\x00" + node.Name + "\x00" + node.Spec.ProviderID
 	p.coalescing.Add(1)
 	defer p.coalescing.Add(-1)
-	ch := p.reads.DoChan(key, func() (any, error) { return fn(ctx) })
-	select {
-	case r := <-ch:
-		v, _ := r.Val.(T)
-		return v, r.Err
-	case <-ctx.Done():
-		var zero T
-		return zero, fmt.Errorf("provider %s: %s of node %s: %w", p.name, method, node.Name, ctx.Err())
+	v, err := shared(ctx, &p.reads, method+"\x00"+node.Name+"\x00"+node.Spec.ProviderID, fn)
+	if err != nil && errors.Is(err, ctx.Err()) {
+		err = fmt.Errorf("provider %s: %s of node %s: %w", p.name, method, node.Name, err)
 	}
+	return v, err
 }
 
 // noInstances is the error for instance questions to a provider without Instances.
