@@ -19,12 +19,12 @@ const creationSlack = 2 * time.Second
 
 // instanceCache answers instance questions from the provider's InstanceLister.
 //
-// A listing answers questions for its freshness window. Concurrent listings of
-// one priority class are coalesced into one cloud call. A listing that lacks a node's instance is
-// trusted only if it started after the node object was created (machines are
-// older than their nodes) or after the question was asked; otherwise, for a node
-// that joined after the listing, the cache lists again once before answering "not
-// found". An empty listing answers nothing
+// A listing answers questions for its freshness window. Concurrent listings of one
+// priority class are coalesced into one cloud call. A listing that lacks a node's
+// instance is trusted only if it started after the node object was created
+// (machines are older than their nodes) or after the question was asked;
+// otherwise, for a node that joined after the listing, the cache lists again once
+// before answering "not found". An empty listing answers nothing
 // (ErrEmptyListing), and a failed one is an error, never "gone".
 type instanceCache struct {
 	p         *Provider

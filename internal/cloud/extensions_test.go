@@ -21,7 +21,9 @@ func (lbListingCloud) ListLoadBalancers(_ context.Context, cluster string) ([]pc
 // v2ListingCloud implements InstanceLister on its InstancesV2 only.
 type v2ListingCloud struct{ *fake.Cloud }
 
-func (c v2ListingCloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return v2Lister{c.Cloud}, true }
+func (c v2ListingCloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
+	return v2Lister{c.Cloud}, true
+}
 
 type v2Lister struct{ *fake.Cloud }
 
