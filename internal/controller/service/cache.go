@@ -35,6 +35,8 @@ type cachedService struct {
 	// ensured is true once EnsureLoadBalancer succeeded for this incarnation: only
 	// then do node changes and drift checks concern it.
 	ensured bool
+	// ensuredSvc is the Service as last successfully ensured (or adopted).
+	ensuredSvc *v1.Service
 	// elsewhere is true when the provider said another controller implements this
 	// load balancer (ImplementedElsewhere).
 	elsewhere bool

@@ -134,11 +134,32 @@ func TestStatusOnlyOnChangeAndTypeChange(t *testing.T) {
 	h.waitIngress("web", 30*time.Second)
 	h.waitCondition("web", ReasonReady, 10*time.Second)
 
-	// An annotation change re-ensures; the same ingress means no write at all.
+	// An annotation change re-ensures. The same ingress is not rewritten; the one
+	// status write records the new configuration in the condition.
 	ensures := c.count("ensure")
-	rv := h.updateService("web", func(s *v1.Service) { s.Annotations["note"] = "x" }).ResourceVersion
+	before := h.getService("web")
+	updated := h.updateService("web", func(s *v1.Service) { s.Annotations["note"] = "x" })
+	w, err := h.cs.CoreV1().Services(h.ns).Watch(h.ctx, metav1.ListOptions{FieldSelector: "metadata.name=web", ResourceVersion: updated.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
 	h.eventually(10*time.Second, "re-ensure", func() (bool, error) { return c.count("ensure") > ensures, nil })
-	h.consistently(time.Second, "no write for an unchanged ingress", func() bool { return h.getService("web").ResourceVersion == rv })
+	writes := 0
+	h.consistently(2*time.Second, "one status write, ingress untouched", func() bool {
+		select {
+		case ev := <-w.ResultChan():
+			writes++
+			s := ev.Object.(*v1.Service)
+			return writes == 1 && cmp.Equal(before.Status.LoadBalancer, s.Status.LoadBalancer)
+		default:
+			return true
+		}
+	})
+	if cond := meta.FindStatusCondition(h.getService("web").Status.Conditions, ConditionLoadBalancerReady); cond == nil ||
+		cond.Message == meta.FindStatusCondition(before.Status.Conditions, ConditionLoadBalancerReady).Message {
+		t.Errorf("condition %+v does not record the new configuration", cond)
+	}
 	if meta.FindStatusCondition(h.getService("web").Status.Conditions, "example.com/Audited") == nil {
 		t.Error("another controller's condition was clobbered")
 	}
@@ -836,4 +857,49 @@ func histogramCount(t *testing.T, h prometheus.Histogram) uint64 {
 		t.Fatal(err)
 	}
 	return m.GetHistogram().GetSampleCount()
+}
+
+// After a restart (or a leader change) a load balancer whose Ready condition
+// records exactly the current configuration is adopted without EnsureLoadBalancer;
+// a Service changed while the manager was down is re-ensured, and a load balancer
+// deleted meanwhile is caught by the first drift check.
+func TestRestartAdoption(t *testing.T) {
+	c := newTestCloud()
+	opts := Options{ResyncPeriod: time.Second, NodeUpdateWindow: 200 * time.Millisecond}
+	ns := testenv.Get(t).Namespace(t)
+	h, stop := startIn(t, ns, c, nil, opts)
+	h.createNodes(0, 2)
+	svcs := map[string]*v1.Service{}
+	for _, name := range []string{"same", "changed", "deleted"} {
+		h.createService(lbService(name))
+		h.waitCondition(name, ReasonReady, 30*time.Second)
+		svcs[name] = h.getService(name)
+	}
+	stop()
+
+	h.updateService("changed", func(s *v1.Service) { s.Annotations["note"] = "changed while down" })
+	c.set(func(c *testCloud) { delete(c.lbs, cloudprovider.DefaultLoadBalancerName(svcs["deleted"])) })
+	ensures := func(name string) int {
+		var n int
+		c.set(func(c *testCloud) { n = len(c.ensureTimes[cloudprovider.DefaultLoadBalancerName(svcs[name])]) })
+		return n
+	}
+
+	h, _ = startIn(t, ns, c, nil, opts)
+	h.eventually(20*time.Second, "changed Service re-ensured", func() (bool, error) { return ensures("changed") == 2, nil })
+	h.eventually(20*time.Second, "deleted load balancer recreated", func() (bool, error) {
+		_, ok := c.lb(svcs["deleted"])
+		return ok, nil
+	})
+	if n := ensures("same"); n != 1 {
+		t.Errorf("unchanged Service ensured %d times, want 1 (adopted after the restart)", n)
+	}
+	// The adopted load balancer takes part in backend updates.
+	h.createNodes(2, 3)
+	h.eventually(20*time.Second, "adopted load balancer updated", func() (bool, error) {
+		return cmp.Equal(h.names(0, 1, 2), c.hosts(svcs["same"])), nil
+	})
+	if n := ensures("same"); n != 1 {
+		t.Errorf("unchanged Service ensured %d times after a node joined, want 1", n)
+	}
 }

@@ -157,7 +157,7 @@ func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry c
 			s.recorder.Event(svc, v1.EventTypeNormal, "UpdatedLoadBalancer", "Updated load balancer with new hosts")
 		}
 		// The condition follows the backend count (NoBackends <-> Ready).
-		if err := s.setReadyCondition(ctx, svc, len(nodes)); err != nil {
+		if err := s.setReadyCondition(ctx, svc, entry, nodes); err != nil {
 			logger.Error(err, "update LoadBalancerReady condition")
 		}
 		return

@@ -23,7 +23,7 @@ type periodic struct{ *Controller }
 // Start runs until ctx ends.
 func (p *periodic) Start(ctx context.Context) error {
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName(Name))
-	if !p.waitOnePeriod(ctx) {
+	if !p.waitFirst(ctx) {
 		return nil
 	}
 	orphans := map[orphanKey]time.Time{}
@@ -67,9 +67,13 @@ func (p *periodic) list(ctx context.Context) map[*cloud.Provider]*listing {
 	return out
 }
 
-func (p *periodic) waitOnePeriod(ctx context.Context) bool {
-	// Waiting for the first period also lets the service workers fill the cache.
-	t := time.NewTimer(p.opts.ResyncPeriod)
+// firstCheckDelay bounds the wait before the first drift check, which verifies
+// the load balancers adopted at start-up without a cloud call.
+const firstCheckDelay = 30 * time.Second
+
+func (p *periodic) waitFirst(ctx context.Context) bool {
+	// The wait also lets the service workers fill the cache.
+	t := time.NewTimer(min(p.opts.ResyncPeriod, firstCheckDelay))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

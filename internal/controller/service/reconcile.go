@@ -40,10 +40,9 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			return reconcile.Result{}, err
 		}
 	}
-	if !wantsLB(svc) && !needsCleanup(svc) {
-		if old, ok := c.cache.get(req.NamespacedName); !ok || old.svc == nil || !wantsLB(old.svc) {
-			return reconcile.Result{}, nil
-		}
+	old, seen := c.cache.get(req.NamespacedName)
+	if !wantsLB(svc) && !needsCleanup(svc) && (!seen || old.svc == nil || !wantsLB(old.svc)) {
+		return reconcile.Result{}, nil
 	}
 	c.cache.remember(svc.DeepCopy(), p)
 
@@ -55,7 +54,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		c.cache.delete(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
-	return c.ensure(ctx, svc, p)
+	return c.ensure(ctx, svc, p, !seen || old.svc == nil || old.svc.UID != svc.UID)
 }
 
 // deleteVanished deletes the load balancer of a Service that is gone (or was
@@ -110,8 +109,11 @@ func (c *Controller) cleanup(ctx context.Context, svc *v1.Service, p *cloud.Prov
 	return nil
 }
 
-// ensure creates or updates the load balancer and publishes its status.
-func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provider) (reconcile.Result, error) {
+// ensure creates or updates the load balancer and publishes its status. On the
+// first sync of a Service in this process (firstSight), a load balancer whose
+// Ready condition says it was ensured from exactly the current configuration is
+// adopted without calling the cloud; the next drift check verifies it.
+func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provider, firstSight bool) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(svc)
 	logger := log.FromContext(ctx).WithValues("provider", p.Name())
 
@@ -122,8 +124,19 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 		return reconcile.Result{}, c.setCondition(ctx, svc, notReady(ReasonInvalidConfiguration, err))
 	}
 
+	nodes, err := c.backends(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	set := newNodeSet(nodes)
+	if fp := fingerprint(p.Name(), svc, set); firstSight && adoptable(svc, fp) {
+		c.cache.update(key, func(e *cachedService) { e.nodes, e.ensured, e.ensuredSvc = set, true, svc.DeepCopy() })
+		logger.V(1).Info("load balancer already ensured from this configuration; adopted without a cloud call")
+		return reconcile.Result{}, nil
+	}
+
 	c.recorder.Event(svc, v1.EventTypeNormal, "EnsuringLoadBalancer", "Ensuring load balancer")
-	svc, err := c.patchService(ctx, svc, false, func(s *v1.Service) {
+	svc, err = c.patchService(ctx, svc, false, func(s *v1.Service) {
 		if !slices.Contains(s.Finalizers, Finalizer) {
 			s.Finalizers = append(s.Finalizers, Finalizer)
 		}
@@ -131,16 +144,12 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("add finalizer to service %s: %w", key, err)
 	}
-	nodes, err := c.backends(ctx)
-	if err != nil {
-		return reconcile.Result{}, err
-	}
 	if len(nodes) == 0 {
 		c.recorder.Event(svc, v1.EventTypeWarning, "UnAvailableLoadBalancer", "There are no available nodes for LoadBalancer")
 	}
 	now := time.Now()
 	c.cache.update(key, func(e *cachedService) {
-		e.nodes = newNodeSet(nodes)
+		e.nodes = set
 		if e.firstEnsure.IsZero() {
 			e.firstEnsure = now
 		}
@@ -174,10 +183,11 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	c.recorder.Event(svc, v1.EventTypeNormal, "EnsuredLoadBalancer", "Ensured load balancer")
 
 	entry, _ := c.cache.get(key)
-	c.cache.update(key, func(e *cachedService) { e.ensured, e.elsewhere = true, false })
+	ensured := svc.DeepCopy()
+	c.cache.update(key, func(e *cachedService) { e.ensured, e.elsewhere, e.ensuredSvc = true, false, ensured })
 	hadIngress := len(svc.Status.LoadBalancer.Ingress) > 0
 	want := normalizeStatus(status)
-	cond := readyCondition(len(nodes))
+	cond := readyCondition(len(nodes), fingerprint(p.Name(), svc, set))
 	cond.ObservedGeneration = svc.Generation
 	if _, err := c.patchService(ctx, svc, true, func(s *v1.Service) {
 		if !ingressEqual(&s.Status.LoadBalancer, want) {

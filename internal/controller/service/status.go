@@ -35,14 +35,15 @@ func notReady(reason string, err error) metav1.Condition {
 	return metav1.Condition{Type: ConditionLoadBalancerReady, Status: metav1.ConditionFalse, Reason: reason, Message: err.Error()}
 }
 
-// readyCondition is the condition of an ensured load balancer with n backends.
-func readyCondition(n int) metav1.Condition {
+// readyCondition is the condition of a load balancer ensured from the
+// configuration fp, with n backends.
+func readyCondition(n int, fp string) metav1.Condition {
 	if n == 0 {
 		return metav1.Condition{Type: ConditionLoadBalancerReady, Status: metav1.ConditionFalse, Reason: ReasonNoBackends,
-			Message: "There are no available nodes for LoadBalancer"}
+			Message: withFingerprint("There are no available nodes for LoadBalancer", fp)}
 	}
 	return metav1.Condition{Type: ConditionLoadBalancerReady, Status: metav1.ConditionTrue, Reason: ReasonReady,
-		Message: "Load balancer is ensured"}
+		Message: withFingerprint("Load balancer is ensured", fp)}
 }
 
 // setCondition merges cond into conds; other types are untouched.
@@ -59,14 +60,19 @@ func (c *Controller) setCondition(ctx context.Context, svc *v1.Service, cond met
 	return err
 }
 
-// setReadyCondition moves the condition between Ready and NoBackends after a
-// backend update; other reasons (a provisioning or failing load balancer) stay.
-func (c *Controller) setReadyCondition(ctx context.Context, svc *v1.Service, backends int) error {
+// setReadyCondition records a backend update: Ready or NoBackends after the
+// number of backends, with the new configuration fingerprint. Other reasons (a
+// provisioning or failing load balancer) stay.
+//
+// The fingerprint is that of the Service as last ensured: if svc changed since,
+// its pending ensure is not recorded as done.
+func (c *Controller) setReadyCondition(ctx context.Context, svc *v1.Service, entry cachedService, nodes []*v1.Node) error {
 	cur := meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady)
-	if cur == nil || (cur.Reason != ReasonReady && cur.Reason != ReasonNoBackends) {
+	if cur == nil || (cur.Reason != ReasonReady && cur.Reason != ReasonNoBackends) || entry.ensuredSvc == nil {
 		return nil
 	}
-	return c.setCondition(ctx, svc, readyCondition(backends))
+	fp := fingerprint(entry.provider.Name(), entry.ensuredSvc, newNodeSet(nodes))
+	return c.setCondition(ctx, svc, readyCondition(len(nodes), fp))
 }
 
 // patchService applies mutate to a copy of svc and, if finalizers or status

@@ -1,0 +1,50 @@
+package service
+
+import (
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"strings"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+)
+
+// fingerprint identifies the configuration a load balancer was ensured from: the
+// provider, the Service's UID, spec and annotations, and the backend set. The
+// Ready condition's message carries it, so that after a restart or a leader
+// change the controller can tell that a load balancer is already ensured exactly
+// as the Service asks and skip the EnsureLoadBalancer call upstream makes for
+// every load balancer at start-up.
+func fingerprint(provider string, svc *v1.Service, nodes nodeSet) string {
+	h := fnv.New64a()
+	// Maps marshal with sorted keys: the encoding is deterministic.
+	err := json.NewEncoder(h).Encode(struct {
+		Provider    string
+		UID         string
+		Spec        v1.ServiceSpec
+		Annotations map[string]string
+		Nodes       nodeSet
+	}{provider, string(svc.UID), svc.Spec, svc.Annotations, nodes})
+	if err != nil {
+		return "" // cannot happen for these types; an empty fingerprint never matches
+	}
+	return fmt.Sprintf("%016x", h.Sum64())
+}
+
+const fingerprintPrefix = " (configuration "
+
+func withFingerprint(msg, fp string) string { return msg + fingerprintPrefix + fp + ")" }
+
+// adoptable reports whether svc's load balancer was ensured, by this or an
+// earlier run of the controller, from exactly the configuration fp: our
+// finalizer, an ingress, and a Ready (or NoBackends) condition for the current
+// generation carrying fp.
+func adoptable(svc *v1.Service, fp string) bool {
+	if fp == "" || !hasFinalizer(svc) || len(svc.Status.LoadBalancer.Ingress) == 0 {
+		return false
+	}
+	c := meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady)
+	return c != nil && (c.Reason == ReasonReady || c.Reason == ReasonNoBackends) &&
+		c.ObservedGeneration == svc.Generation && strings.HasSuffix(c.Message, fingerprintPrefix+fp+")")
+}

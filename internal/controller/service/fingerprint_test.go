@@ -1,0 +1,91 @@
+package service
+
+import (
+	"testing"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+func TestFingerprint(t *testing.T) {
+	base := func() *v1.Service {
+		return &v1.Service{
+			ObjectMeta: metav1.ObjectMeta{UID: "u1", Generation: 3, Annotations: map[string]string{"a": "1", "b": "2"}, Labels: map[string]string{"l": "1"}},
+			Spec:       v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Port: 80}}},
+		}
+	}
+	nodes := nodeSet{"n1": "fake://n1", "n2": "fake://n2"}
+	fp := fingerprint("p", base(), nodes)
+	if fp == "" || fp != fingerprint("p", base(), nodeSet{"n2": "fake://n2", "n1": "fake://n1"}) {
+		t.Fatalf("fingerprint not deterministic: %q", fp)
+	}
+	changes := []struct {
+		desc     string
+		provider string
+		svc      func(*v1.Service)
+		nodes    nodeSet
+		same     bool
+	}{
+		{desc: "label", svc: func(s *v1.Service) { s.Labels["l"] = "2" }, same: true},
+		{desc: "status", svc: func(s *v1.Service) { s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "1.1.1.1"}} }, same: true},
+		{desc: "annotation", svc: func(s *v1.Service) { s.Annotations["a"] = "x" }},
+		{desc: "port", svc: func(s *v1.Service) { s.Spec.Ports[0].Port = 81 }},
+		{desc: "UID", svc: func(s *v1.Service) { s.UID = "u2" }},
+		{desc: "provider", provider: "q"},
+		{desc: "node added", nodes: nodeSet{"n1": "fake://n1", "n2": "fake://n2", "n3": ""}},
+		{desc: "provider ID", nodes: nodeSet{"n1": "fake://n1", "n2": "fake://other"}},
+	}
+	for _, ch := range changes {
+		svc, prov, ns := base(), "p", nodes
+		if ch.svc != nil {
+			ch.svc(svc)
+		}
+		if ch.provider != "" {
+			prov = ch.provider
+		}
+		if ch.nodes != nil {
+			ns = ch.nodes
+		}
+		if got := fingerprint(prov, svc, ns) == fp; got != ch.same {
+			t.Errorf("%s: same fingerprint = %v, want %v", ch.desc, got, ch.same)
+		}
+	}
+}
+
+func TestAdoptable(t *testing.T) {
+	nodes := nodeSet{"n1": ""}
+	ready := func() *v1.Service {
+		s := &v1.Service{
+			ObjectMeta: metav1.ObjectMeta{UID: "u1", Generation: 2, Finalizers: []string{Finalizer}},
+			Spec:       v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer},
+			Status:     v1.ServiceStatus{LoadBalancer: v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "1.1.1.1"}}}},
+		}
+		cond := readyCondition(1, fingerprint("p", s, nodes))
+		cond.ObservedGeneration = 2
+		s.Status.Conditions = []metav1.Condition{cond}
+		return s
+	}
+	tests := []struct {
+		desc string
+		fn   func(*v1.Service)
+		want bool
+	}{
+		{"ensured from this configuration", func(*v1.Service) {}, true},
+		{"no finalizer", func(s *v1.Service) { s.Finalizers = nil }, false},
+		{"no ingress", func(s *v1.Service) { s.Status.LoadBalancer.Ingress = nil }, false},
+		{"old generation", func(s *v1.Service) { s.Status.Conditions[0].ObservedGeneration = 1 }, false},
+		{"provisioning", func(s *v1.Service) { s.Status.Conditions[0].Reason = ReasonProvisioning }, false},
+		{"no condition", func(s *v1.Service) { s.Status.Conditions = nil }, false},
+		{"other annotations", func(s *v1.Service) { s.Annotations = map[string]string{"x": "y"} }, false},
+	}
+	for _, tt := range tests {
+		s := ready()
+		tt.fn(s)
+		if got := adoptable(s, fingerprint("p", s, nodes)); got != tt.want {
+			t.Errorf("%s: adoptable = %v, want %v", tt.desc, got, tt.want)
+		}
+	}
+	if adoptable(ready(), fingerprint("p", ready(), nodeSet{"n2": ""})) {
+		t.Error("adoptable with another backend set")
+	}
+}
