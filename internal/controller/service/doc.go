@@ -17,7 +17,9 @@
 //   - drift repair: every resync period each load balancer is checked with
 //     GetLoadBalancer and re-ensured when missing or different;
 //   - orphan removal: load balancers the provider lists as this cluster's whose
-//     Service no longer exists are deleted after a grace period.
+//     Service no longer exists are deleted after a grace period;
+//   - no re-ensure of every load balancer at start-up: one whose Ready condition
+//     records exactly the current configuration (a fingerprint) is adopted.
 //
 // Add registers all of it with a controller-runtime manager. docs/loadbalancers.md
 // is the user-facing description.
