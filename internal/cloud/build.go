@@ -148,6 +148,7 @@ func (b BudgetConfig) validate(path string) []error {
 // has none), wraps each with its budget and cache, and returns the composition.
 // Providers of the same type are separate instances with separate budgets.
 func Build(cfg Config) (*Set, error) {
+	explicit := cfg
 	cfg = cfg.withDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -187,7 +188,36 @@ func Build(cfg Config) (*Set, error) {
 	s.defaultNode = s.byName[cfg.DefaultNodeProvider]
 	s.defaultLB = s.byName[cfg.DefaultLoadBalancerProvider]
 	s.routes = s.byName[cfg.RoutesProvider]
+	if err := checkCapabilities(explicit, s); err != nil {
+		return nil, err
+	}
 	return s, nil
+}
+
+// checkCapabilities rejects work explicitly given to a provider that cannot do it.
+// Defaults are not checked: a single provider without Routes simply programs no
+// routes, as upstream.
+func checkCapabilities(cfg Config, s *Set) error {
+	var errs []error
+	for i, pc := range cfg.Providers {
+		if _, ok := s.byName[pc.Name].LoadBalancer(); len(pc.LoadBalancerClasses) > 0 && !ok {
+			errs = append(errs, fieldErr(fmt.Sprintf("providers[%d].loadBalancerClasses", i), "provider %q does not support load balancers", pc.Name))
+		}
+	}
+	if p := s.byName[cfg.DefaultLoadBalancerProvider]; p != nil {
+		if _, ok := p.LoadBalancer(); !ok {
+			errs = append(errs, fieldErr("defaultLoadBalancerProvider", "provider %q does not support load balancers", p.Name()))
+		}
+	}
+	if p := s.byName[cfg.RoutesProvider]; p != nil {
+		if _, ok := p.Routes(); !ok {
+			errs = append(errs, fieldErr("routesProvider", "provider %q does not support routes", p.Name()))
+		}
+	}
+	if p := s.byName[cfg.DefaultNodeProvider]; p != nil && !p.HasInstances() {
+		errs = append(errs, fieldErr("defaultNodeProvider", "provider %q supports neither Instances nor InstancesV2", p.Name()))
+	}
+	return errors.Join(errs...)
 }
 
 // open initializes one provider through the upstream registry and wraps it.

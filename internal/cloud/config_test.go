@@ -158,6 +158,25 @@ providers:
 providers:
 - {name: a, type: ` + fakeType + `, cloudConfig: "scheme: mini", providerIDPrefix: "aws://east/"}`,
 			`providers[0].providerIDPrefix: "aws://east/" does not start with the provider's scheme "mini://"`},
+		{"classes on a provider without load balancers", `
+providers:
+- {name: a, type: ` + fakeType + `, cloudConfig: "noLoadBalancers: true", loadBalancerClasses: [x]}`,
+			`providers[0].loadBalancerClasses: provider "a" does not support load balancers`},
+		{"explicit routes provider without routes", `
+providers:
+- {name: a, type: ` + fakeType + `, cloudConfig: "noRoutes: true"}
+routesProvider: a`,
+			`routesProvider: provider "a" does not support routes`},
+		{"explicit node provider without instances", `
+providers:
+- {name: a, type: ` + fakeType + `, cloudConfig: "noInstances: true"}
+defaultNodeProvider: a`,
+			`defaultNodeProvider: provider "a" supports neither Instances nor InstancesV2`},
+		{"explicit LB provider without load balancers", `
+providers:
+- {name: a, type: ` + fakeType + `, cloudConfig: "noLoadBalancers: true"}
+defaultLoadBalancerProvider: a`,
+			`defaultLoadBalancerProvider: provider "a" does not support load balancers`},
 		{"shared scheme without narrowing", `
 providers:
 - {name: east, type: ` + fakeType + `, cloudConfig: "scheme: mini", providerIDPrefix: "mini://east/"}
@@ -277,5 +296,20 @@ providers:
 	}
 	if p := set.ForNode(&v1.Node{Spec: v1.NodeSpec{ProviderID: "b://x"}}); p == nil || p.Name() != "b" {
 		t.Errorf("node b://x went to %v, want b", p)
+	}
+}
+
+// A single provider without routes (or load balancers) is fine when the roles are
+// only defaulted to it: the route controller just does not run, as upstream.
+func TestBuildSingleProviderWithoutRoutes(t *testing.T) {
+	set, err := cloud.Build(parse(t, `
+providers:
+- {name: a, type: `+fakeType+`, cloudConfig: "noRoutes: true"}
+`))
+	if err != nil {
+		t.Fatalf("Build: %v", err)
+	}
+	if _, ok := set.RoutesProvider().Routes(); ok {
+		t.Error("Routes supported by a provider that disabled them")
 	}
 }

@@ -30,6 +30,10 @@ type fakeConfig struct {
 	Zone   string `json:"zone"`
 	Region string `json:"region"`
 	Fail   bool   `json:"fail"`
+	// NoRoutes, NoLoadBalancers and NoInstances disable capabilities.
+	NoRoutes        bool `json:"noRoutes"`
+	NoLoadBalancers bool `json:"noLoadBalancers"`
+	NoInstances     bool `json:"noInstances"`
 }
 
 // This is exactly how an upstream provider package registers itself: in init(),
@@ -50,13 +54,16 @@ func init() {
 			return nil, errors.New("cloud-config asked to fail")
 		}
 		return &fake.Cloud{
-			Provider:           cfg.Scheme,
-			EnableInstancesV2:  true,
-			ExistsByProviderID: true,
-			Zone:               cloudprovider.Zone{FailureDomain: cfg.Zone, Region: cfg.Region},
-			ExternalIP:         net.ParseIP("192.0.2.10"),
-			Addresses:          []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.7"}},
-			RouteMap:           map[string]*fake.Route{},
+			Provider:             cfg.Scheme,
+			DisableRoutes:        cfg.NoRoutes,
+			DisableLoadBalancers: cfg.NoLoadBalancers,
+			DisableInstances:     cfg.NoInstances,
+			EnableInstancesV2:    !cfg.NoInstances,
+			ExistsByProviderID:   true,
+			Zone:                 cloudprovider.Zone{FailureDomain: cfg.Zone, Region: cfg.Region},
+			ExternalIP:           net.ParseIP("192.0.2.10"),
+			Addresses:            []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.7"}},
+			RouteMap:             map[string]*fake.Route{},
 		}, nil
 	})
 }
