@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries the tests and the dev environment need, at the
 # versions pinned by the nested modules in this folder, into
-#   .cache/kubebins/<k8s version>/   (kube-apiserver, kubectl, etcd, helm)
+#   .cache/kubebins/<k8s version>/   (kube-apiserver, kube-controller-manager, kubectl, etcd, helm)
 # A binary that is already there is not rebuilt, so a second run takes well under a
 # second. Usage: hack/kubebins/build.sh [--print-dir]
 set -euo pipefail
@@ -46,4 +46,5 @@ k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
 build etcd etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 build kube-apiserver k8s k8s.io/kubernetes/cmd/kube-apiserver "$K8S_VERSION" "$k8s_ldflags"
 build kubectl k8s k8s.io/kubernetes/cmd/kubectl "$K8S_VERSION" "$k8s_ldflags"
+build kube-controller-manager k8s k8s.io/kubernetes/cmd/kube-controller-manager "$K8S_VERSION" "$k8s_ldflags"
 build helm helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
