@@ -200,6 +200,10 @@ func TestListingOutageDeletesNothing(t *testing.T) {
 				}
 				return true
 			})
+			// Twenty passes held the node back; one event says so.
+			if evs := h.Events(names[0], ReasonNodeDeletionBlocked); len(evs) != 1 || evs[0].Count != 1 || !strings.Contains(evs[0].Message, "listing") {
+				t.Errorf("NodeDeletionBlocked events = %+v, want one, once", evs)
+			}
 			if after := testutil.ToFloat64(deletionBlocked.WithLabelValues("test", string(tc.reason))); after <= before {
 				t.Errorf("stratus_node_deletion_blocked_total{reason=%q} did not grow", tc.reason)
 			}
