@@ -22,7 +22,7 @@ func (lbListingCloud) ListLoadBalancers(_ context.Context, cluster string) ([]pc
 type v2ListingCloud struct{ *fake.Cloud }
 
 func (c v2ListingCloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
-	return v2Lister{c.Cloud}, true
+	return v2Lister(c), true
 }
 
 type v2Lister struct{ *fake.Cloud }
