@@ -12,4 +12,9 @@
 //     checks at thousands of nodes cost a few calls instead of one per node.
 //   - LoadBalancerLister: the load balancers the provider created for a cluster, so
 //     that load balancers whose Service is gone (orphans) can be found and removed.
+//
+// It also defines errors a provider returns so that stratus waits instead of
+// failing: ThrottledError (the cloud API rate-limited us, e.g. HTTP 429 with
+// Retry-After: every call to the provider pauses, then the call is retried) and
+// TransientError (retry with backoff). Any other error reaches the controller as is.
 package cloudprovider
