@@ -388,3 +388,24 @@ func TestAddOptions(t *testing.T) {
 		t.Errorf("Add without instances = %v, %v; want not started", started, err)
 	}
 }
+
+// The refresh of an Instances (v1) provider asks for addresses only, by provider
+// ID, falling back to the node name.
+func TestRefreshV1(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		raw  func(*fake.Cloud) cloudprovider.Interface
+	}{
+		{"by provider ID", func(f *fake.Cloud) cloudprovider.Interface { return f }},
+		{"fallback by name", func(f *fake.Cloud) cloudprovider.Interface { return &byNameOnly{f} }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := &fake.Cloud{Provider: "fake", Addresses: []v1.NodeAddress{internal("10.3.0.1"), hostname("v1-refresh")}}
+			h := start(t, cloud.Single(cloud.NewProvider("fake", tc.raw(f))), Options{StatusUpdateFrequency: 100 * time.Millisecond})
+			h.CreateNode("v1-refresh", nodetest.WithProviderID("fake://i-1"), nodetest.WithAddresses(internal("10.3.0.9")))
+			h.Eventually(10*time.Second, "addresses refreshed", func() bool {
+				return cmp.Equal(h.Node("v1-refresh").Status.Addresses, f.Addresses)
+			})
+		})
+	}
+}
