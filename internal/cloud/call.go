@@ -64,6 +64,7 @@ func call[T any](ctx context.Context, p *Provider, method string, fn func(contex
 			// The pause holds back every caller of this provider; the retry below
 			// waits for it in the budget queue like everybody else.
 			p.budget.pause(pause)
+			log.FromContext(ctx).V(2).Info("Cloud API throttled; pausing provider", "provider", p.name, "method", method, "pause", pause)
 		case pcp.IsTransient(err):
 			backoff = wait.Jitter(p.retryBackoff<<min(attempt, 10), 0.5)
 		default:
