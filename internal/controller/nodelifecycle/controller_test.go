@@ -1,6 +1,7 @@
 package nodelifecycle
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,8 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	v1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/fake"
@@ -286,5 +289,54 @@ func TestAddOptions(t *testing.T) {
 	started, err := Add(mgr, cloud.Single(cloud.NewProvider("fake", &fake.Cloud{DisableInstances: true})), Options{})
 	if started || err != nil {
 		t.Errorf("Add without instances = %v, %v; want not started", started, err)
+	}
+}
+
+// A delete the API server refuses gives a Warning DeletingNodeFailed event after
+// the DeletingNode one, and the node stays.
+func TestDeleteFailedEvent(t *testing.T) {
+	env := testenv.Get(t)
+	admin := env.Clientset(t)
+	ctx := context.Background()
+	role := &rbacv1.ClusterRole{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-lifecycle-no-delete"},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{""}, Resources: []string{"nodes"}, Verbs: []string{"get", "list", "watch", "patch"}},
+			{APIGroups: []string{"", "events.k8s.io"}, Resources: []string{"events"}, Verbs: []string{"create", "patch", "update"}},
+		},
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "test-lifecycle-no-delete"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "User", Name: "lifecycle-no-delete", APIGroup: "rbac.authorization.k8s.io"}},
+	}
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
+	})
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
+	})
+
+	c := nodetest.NewCloud("test")
+	c.AddInstance("other", cloudprovider.InstanceMetadata{})
+	h := nodetest.Start(t, nodetest.Config{RestConfig: env.UserConfig(t, "lifecycle-no-delete")}, func(mgr manager.Manager) (bool, error) {
+		return Add(mgr, cloud.Single(provider(c.Listing())), fast)
+	})
+	h.CreateNode("undeletable", nodetest.WithProviderID(c.ProviderID("undeletable")), nodetest.Ready(v1.ConditionFalse, longAgo))
+	h.Eventually(20*time.Second, "DeletingNodeFailed event", func() bool {
+		evs := h.Events("undeletable", ReasonDeletingNodeFailed)
+		return len(evs) > 0 && evs[0].Type == v1.EventTypeWarning && strings.Contains(evs[0].Message, "Failed deleting node undeletable")
+	})
+	if len(h.Events("undeletable", ReasonDeletingNode)) == 0 {
+		t.Error("no DeletingNode event before the failure")
+	}
+	if h.Node("undeletable") == nil {
+		t.Error("node deleted without permission")
 	}
 }

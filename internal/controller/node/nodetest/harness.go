@@ -48,6 +48,8 @@ type Config struct {
 	// QPS and Burst of the manager's API client (default: the test config's).
 	QPS   float32
 	Burst int
+	// RestConfig is the manager's identity (default: the administrator's).
+	RestConfig *rest.Config
 }
 
 // Start runs a manager until the test ends, after add registered the controller
@@ -61,6 +63,9 @@ func Start(t *testing.T, cfg Config, add func(manager.Manager) (bool, error)) *H
 	}
 	scope = strings.Trim(scope, "-.")
 	restCfg := rest.CopyConfig(env.Config)
+	if cfg.RestConfig != nil {
+		restCfg = rest.CopyConfig(cfg.RestConfig)
+	}
 	if cfg.QPS > 0 {
 		restCfg.QPS, restCfg.Burst = cfg.QPS, cfg.Burst
 	}
