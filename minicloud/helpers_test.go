@@ -3,6 +3,7 @@ package minicloud_test
 import (
 	"context"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -31,3 +32,5 @@ func waitLB(t *testing.T, c *client.Client, id string, cond func(*api.LoadBalanc
 	}
 	return last
 }
+
+func ioReadFull(r io.Reader, buf []byte) (int, error) { return io.ReadFull(r, buf) }

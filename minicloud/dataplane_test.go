@@ -1,0 +1,246 @@
+package minicloud_test
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/client"
+	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
+)
+
+// lbFixture is a cloud with two instances, each running a backend.
+type lbFixture struct {
+	mc   *minicloudtest.Cloud
+	a, b *api.Instance
+	ba   *backend
+	bb   *backend
+	port int // the backends' port
+}
+
+func newLBFixture(t *testing.T, tcp, udp bool, healthPort int) *lbFixture {
+	t.Helper()
+	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 50 * time.Millisecond})
+	f := &lbFixture{mc: mc}
+	f.a = newInstance(t, mc.Client, "a", nil)
+	f.b = newInstance(t, mc.Client, "b", nil)
+	f.ba = startBackend(t, "a", f.a.PrivateIP, 0, tcp, udp, healthPort)
+	f.port = f.ba.port
+	f.bb = startBackend(t, "b", f.b.PrivateIP, f.port, tcp, udp, healthPort)
+	return f
+}
+
+func (f *lbFixture) create(t *testing.T, spec api.LoadBalancerSpec) *api.LoadBalancer {
+	t.Helper()
+	if spec.Targets == nil {
+		spec.Targets = []api.Target{{InstanceID: f.a.ID}, {InstanceID: f.b.ID}}
+	}
+	lb, err := f.mc.Client.CreateLoadBalancer(context.Background(), spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return waitLB(t, f.mc.Client, lb.ID, func(lb *api.LoadBalancer) bool { return lb.State == api.LBActive })
+}
+
+func vipAddr(lb *api.LoadBalancer, port int) string {
+	return net.JoinHostPort(lb.VIP, strconv.Itoa(port))
+}
+
+// waitHealth waits until the target with ip has state.
+func waitHealth(t *testing.T, c *client.Client, id, ip, state string) {
+	t.Helper()
+	waitLB(t, c, id, func(lb *api.LoadBalancer) bool {
+		for _, th := range lb.TargetHealth {
+			if th.IP == ip {
+				return th.State == state
+			}
+		}
+		return false
+	})
+}
+
+func TestTCPTrafficThroughVIP(t *testing.T) {
+	f := newLBFixture(t, true, false, 0)
+	lb := f.create(t, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 18080, TargetPort: f.port}}})
+	got := hits(t, vipAddr(lb, 18080), 6)
+	if got["a"] == 0 || got["b"] == 0 || got["a"]+got["b"] != 6 {
+		t.Fatalf("connections per backend %v, want both used", got)
+	}
+	// The proxied connection carries data both ways.
+	_, c, err := dialVIP(vipAddr(lb, 18080), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, err := c.Write([]byte("hello\n")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 6)
+	c.SetReadDeadline(time.Now().Add(3 * time.Second))
+	if _, err := ioReadFull(c, buf); err != nil || string(buf) != "hello\n" {
+		t.Fatalf("echo through VIP: %q, %v", buf, err)
+	}
+}
+
+func TestUDPTrafficThroughVIP(t *testing.T) {
+	f := newLBFixture(t, false, true, 0)
+	lb := f.create(t, api.LoadBalancerSpec{Name: "dns", Listeners: []api.Listener{{Protocol: "UDP", Port: 15353, TargetPort: f.port}}})
+	got := map[string]int{}
+	for i := range 4 {
+		// A fresh socket per question: a new session, spread round-robin.
+		answer, err := udpAsk(vipAddr(lb, 15353), "q"+strconv.Itoa(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, payload, _ := strings.Cut(answer, ":")
+		if payload != "q"+strconv.Itoa(i) {
+			t.Fatalf("answer %q to q%d", answer, i)
+		}
+		got[name]++
+	}
+	if got["a"] == 0 || got["b"] == 0 {
+		t.Fatalf("sessions per backend %v, want both used", got)
+	}
+}
+
+func TestHealthCheckTakesBackendOutAndIn(t *testing.T) {
+	const healthPort = 10256
+	f := newLBFixture(t, true, false, healthPort)
+	lb := f.create(t, api.LoadBalancerSpec{
+		Name:        "web",
+		Listeners:   []api.Listener{{Protocol: "TCP", Port: 18080, TargetPort: f.port}},
+		HealthCheck: &api.HealthCheck{Protocol: "HTTP", Port: healthPort, Path: "/healthz", IntervalSeconds: 1},
+	})
+	c := f.mc.Client
+	waitHealth(t, c, lb.ID, f.a.PrivateIP, api.HealthHealthy)
+	waitHealth(t, c, lb.ID, f.b.PrivateIP, api.HealthHealthy)
+
+	f.ba.healthy.Store(false)
+	waitHealth(t, c, lb.ID, f.a.PrivateIP, api.HealthUnhealthy)
+	if got := hits(t, vipAddr(lb, 18080), 4); got["b"] != 4 {
+		t.Fatalf("with a unhealthy, connections went to %v; want all to b", got)
+	}
+	f.ba.healthy.Store(true)
+	waitHealth(t, c, lb.ID, f.a.PrivateIP, api.HealthHealthy)
+	if got := hits(t, vipAddr(lb, 18080), 4); got["a"] == 0 {
+		t.Fatalf("a healthy again but got no connections: %v", got)
+	}
+
+	// A stopped instance gets no traffic, without waiting for probes.
+	if _, err := c.StopInstance(context.Background(), f.b.ID); err != nil {
+		t.Fatal(err)
+	}
+	got, err := c.GetLoadBalancer(context.Background(), lb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if th := got.TargetHealth[1]; th.State != api.HealthUnhealthy || !strings.Contains(th.Reason, "stopped") {
+		t.Fatalf("stopped instance health %+v", th)
+	}
+	if got := hits(t, vipAddr(lb, 18080), 3); got["a"] != 3 {
+		t.Fatalf("with b stopped, connections went to %v", got)
+	}
+}
+
+func TestTCPHealthCheckDeadBackend(t *testing.T) {
+	f := newLBFixture(t, true, false, 0)
+	// No health check given: TCP connect to the target port.
+	lb := f.create(t, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 18080, TargetPort: f.port}},
+		HealthCheck: &api.HealthCheck{Protocol: "TCP", IntervalSeconds: 1}})
+	c := f.mc.Client
+	waitHealth(t, c, lb.ID, f.a.PrivateIP, api.HealthHealthy)
+
+	f.ba.stopTCP()
+	waitHealth(t, c, lb.ID, f.a.PrivateIP, api.HealthUnhealthy)
+	if got := hits(t, vipAddr(lb, 18080), 4); got["b"] != 4 {
+		t.Fatalf("with a dead, connections went to %v", got)
+	}
+	f.ba.listenTCP()
+	waitHealth(t, c, lb.ID, f.a.PrivateIP, api.HealthHealthy)
+	if got := hits(t, vipAddr(lb, 18080), 4); got["a"] == 0 {
+		t.Fatalf("a back but got no connections: %v", got)
+	}
+}
+
+func TestSourceRanges(t *testing.T) {
+	f := newLBFixture(t, true, false, 0)
+	lb := f.create(t, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 18080, TargetPort: f.port}},
+		SourceRanges: []string{"127.0.0.2/32"}})
+	name, c, err := dialVIP(vipAddr(lb, 18080), "127.0.0.2")
+	if err != nil {
+		t.Fatalf("allowed source: %v", err)
+	}
+	c.Close()
+	if name != "a" && name != "b" {
+		t.Fatalf("answer %q", name)
+	}
+	if _, _, err := dialVIP(vipAddr(lb, 18080), "127.0.0.3"); err == nil {
+		t.Fatal("a source outside source_ranges got an answer")
+	}
+	// Opening the range lets it in.
+	if _, err := f.mc.Client.UpdateLoadBalancer(context.Background(), lb.ID, api.LoadBalancerSpec{
+		Listeners: lb.Listeners, Targets: lb.Targets, SourceRanges: []string{"127.0.0.0/30"},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if _, c, err := dialVIP(vipAddr(lb, 18080), "127.0.0.3"); err != nil {
+		t.Fatalf("after widening source ranges: %v", err)
+	} else {
+		c.Close()
+	}
+}
+
+func TestUpdateAndDeleteLeaveOtherLBsAlone(t *testing.T) {
+	f := newLBFixture(t, true, false, 0)
+	ctx := context.Background()
+	x := f.create(t, api.LoadBalancerSpec{Name: "x", Listeners: []api.Listener{{Protocol: "TCP", Port: 18081, TargetPort: f.port}}})
+	y := f.create(t, api.LoadBalancerSpec{Name: "y", Listeners: []api.Listener{{Protocol: "TCP", Port: 18081, TargetPort: f.port}}})
+	// A long-lived connection through y.
+	_, yc, err := dialVIP(vipAddr(y, 18081), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer yc.Close()
+	echo := func() {
+		t.Helper()
+		yc.SetDeadline(time.Now().Add(3 * time.Second))
+		if _, err := yc.Write([]byte("ping\n")); err != nil {
+			t.Fatalf("connection through y: %v", err)
+		}
+		buf := make([]byte, 5)
+		if _, err := ioReadFull(yc, buf); err != nil || string(buf) != "ping\n" {
+			t.Fatalf("connection through y: %q, %v", buf, err)
+		}
+	}
+	echo()
+
+	// Move x from port 18081 to 18082, only to b.
+	if _, err := f.mc.Client.UpdateLoadBalancer(ctx, x.ID, api.LoadBalancerSpec{
+		Listeners: []api.Listener{{Protocol: "TCP", Port: 18082, TargetPort: f.port}},
+		Targets:   []api.Target{{InstanceID: f.b.ID}},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !refused(vipAddr(x, 18081)) {
+		t.Error("x still listens on its removed port")
+	}
+	if got := hits(t, vipAddr(x, 18082), 3); got["b"] != 3 {
+		t.Errorf("x on its new port, only target b: %v", got)
+	}
+	echo()
+
+	if err := f.mc.Client.DeleteLoadBalancer(ctx, x.ID); err != nil {
+		t.Fatal(err)
+	}
+	if !refused(vipAddr(x, 18082)) {
+		t.Error("deleted x still listens")
+	}
+	echo()
+	if got := hits(t, vipAddr(y, 18081), 2); got["a"]+got["b"] != 2 {
+		t.Errorf("y after x was deleted: %v", got)
+	}
+}
