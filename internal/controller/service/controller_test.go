@@ -726,9 +726,9 @@ func buildSet(t *testing.T, cfg cloud.Config, providers map[string]cloudprovider
 }
 
 // The classes difference: class-less Services go to the default load balancer
-// provider, a mapped class to its provider, and an unmapped class or a class
-// mapped to a provider without load balancers is left alone. Backends are the
-// cluster's nodes whoever owns them (hybrid clusters).
+// provider, a mapped class to its provider, and an unmapped class is left alone.
+// Backends are the cluster's nodes whoever owns them (hybrid clusters). (A class
+// mapped to a provider without load balancers is rejected by cloud.Build.)
 func TestClasses(t *testing.T) {
 	def, classy := newTestCloud(), newTestCloud()
 	classy.Provider = "classy"
@@ -736,7 +736,7 @@ func TestClasses(t *testing.T) {
 		Providers: []cloud.ProviderConfig{
 			{Name: "default"},
 			{Name: "classy", LoadBalancerClasses: []string{"example.com/classy"}},
-			{Name: "nolb", LoadBalancerClasses: []string{"example.com/nolb"}},
+			{Name: "nolb"},
 		},
 		DefaultNodeProvider:         "default",
 		DefaultLoadBalancerProvider: "default",
@@ -754,7 +754,6 @@ func TestClasses(t *testing.T) {
 	withClass := h.waitIngress(h.createService(lbService("classy", func(s *v1.Service) {
 		s.Spec.LoadBalancerClass = ptr.To("example.com/classy")
 	})).Name, 30*time.Second)
-	h.createService(lbService("nolb", func(s *v1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/nolb") }))
 	h.createService(lbService("unmapped", func(s *v1.Service) { s.Spec.LoadBalancerClass = ptr.To("example.com/unmapped") }))
 
 	if _, ok := def.lb(plain); !ok {
@@ -773,7 +772,7 @@ func TestClasses(t *testing.T) {
 		t.Errorf("backends of the class load balancer (-want +got):\n%s", diff)
 	}
 	h.consistently(2*time.Second, "Services of unserved classes untouched", func() bool {
-		for _, name := range []string{"nolb", "unmapped"} {
+		for _, name := range []string{"unmapped"} {
 			s := h.getService(name)
 			if len(s.Finalizers)+len(s.Status.LoadBalancer.Ingress)+len(s.Status.Conditions) > 0 {
 				return false
@@ -781,7 +780,7 @@ func TestClasses(t *testing.T) {
 		}
 		return def.count("ensure") == 1 && classy.count("ensure") == 1
 	})
-	for _, name := range []string{"nolb", "unmapped"} {
+	for _, name := range []string{"unmapped"} {
 		if r := h.eventReasons(name); len(r) != 0 {
 			t.Errorf("events on %s: %v", name, r)
 		}

@@ -61,18 +61,28 @@ func (c *Controller) setCondition(ctx context.Context, svc *v1.Service, cond met
 }
 
 // setReadyCondition records a backend update: Ready or NoBackends after the
-// number of backends, with the new configuration fingerprint. Other reasons (a
-// provisioning or failing load balancer) stay.
+// number of backends, with the new configuration fingerprint. It changes only a
+// Ready or NoBackends condition of the same incarnation that still has its load
+// balancer — checked on the object being patched, so that a conflict retry never
+// resurrects the condition of a Service cleaned up meanwhile.
 //
 // The fingerprint is that of the Service as last ensured: if svc changed since,
 // its pending ensure is not recorded as done.
 func (c *Controller) setReadyCondition(ctx context.Context, svc *v1.Service, entry cachedService, nodes []*v1.Node) error {
-	cur := meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady)
-	if cur == nil || (cur.Reason != ReasonReady && cur.Reason != ReasonNoBackends) || entry.ensuredSvc == nil {
+	if entry.ensuredSvc == nil {
 		return nil
 	}
-	fp := fingerprint(entry.provider.Name(), entry.ensuredSvc, newNodeSet(nodes))
-	return c.setCondition(ctx, svc, readyCondition(len(nodes), fp))
+	cond := readyCondition(len(nodes), fingerprint(entry.provider.Name(), entry.ensuredSvc, newNodeSet(nodes)))
+	_, err := c.patchService(ctx, svc, true, func(s *v1.Service) {
+		cur := meta.FindStatusCondition(s.Status.Conditions, ConditionLoadBalancerReady)
+		if s.UID != entry.ensuredSvc.UID || !hasFinalizer(s) || !wantsLB(s) || s.DeletionTimestamp != nil ||
+			cur == nil || (cur.Reason != ReasonReady && cur.Reason != ReasonNoBackends) {
+			return
+		}
+		cond.ObservedGeneration = s.Generation
+		setCondition(&s.Status.Conditions, cond)
+	})
+	return err
 }
 
 // patchService applies mutate to a copy of svc and, if finalizers or status
