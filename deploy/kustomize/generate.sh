@@ -2,7 +2,8 @@
 # Regenerates the kustomize base from the Helm chart, so that the two never
 # drift: base/stratus.yaml is `helm template` with base/values.yaml, minus the
 # Helm bookkeeping labels. deploy/deploy_test.go fails when it is out of date.
-# Usage: deploy/kustomize/generate.sh   (needs hack/kubebins/build.sh's helm)
+# Usage: deploy/kustomize/generate.sh [OUTPUT]   (default base/stratus.yaml; needs
+# hack/kubebins/build.sh's helm)
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -12,4 +13,4 @@ helm="$("$root/hack/kubebins/build.sh" --print-dir)/helm"
 	"$helm" template stratus "$root/deploy/helm/stratus" --namespace kube-system \
 		--values "$here/base/values.yaml" |
 		grep -v -e '^ *helm.sh/chart:' -e '^ *app.kubernetes.io/managed-by:' -e '^# Source:'
-} >"$here/base/stratus.yaml"
+} >"${1:-$here/base/stratus.yaml}"

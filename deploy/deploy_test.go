@@ -1,0 +1,329 @@
+// Package deploy_test proves the Helm chart and the kustomize base: they render,
+// the real API server accepts them (server-side dry-run), and the chart's RBAC is
+// exactly enough for the manager to do its job, and no more.
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/stratus-ccm/stratus/internal/manager/managertest"
+	"github.com/stratus-ccm/stratus/internal/testenv"
+)
+
+func TestMain(m *testing.M) { testenv.Main(m) }
+
+// tool returns the path of a hack/kubebins binary, failing the test with the
+// build command when it is missing.
+func tool(t *testing.T, env *testenv.Env, name string) string {
+	t.Helper()
+	path := filepath.Join(env.BinDir, name)
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("%s not found in %s: run `hack/kubebins/build.sh`", name, env.BinDir)
+	}
+	return path
+}
+
+func run(t *testing.T, stdin []byte, name string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, stderr.String())
+	}
+	return out
+}
+
+// helmTemplate renders the chart as release "stratus" in ns.
+func helmTemplate(t *testing.T, env *testenv.Env, ns string, set ...string) []byte {
+	t.Helper()
+	args := []string{"template", "stratus", "helm/stratus", "--namespace", ns}
+	for _, s := range set {
+		args = append(args, "--set", s)
+	}
+	return run(t, nil, tool(t, env, "helm"), args...)
+}
+
+// dryRun applies manifests with a server-side dry run: the API server validates
+// and admits every object without storing it.
+func dryRun(t *testing.T, env *testenv.Env, manifests []byte) {
+	t.Helper()
+	kc := managertest.WriteKubeconfig(t, env.Config)
+	out := run(t, manifests, tool(t, env, "kubectl"), "--kubeconfig", kc, "apply", "--server-side",
+		"--dry-run=server", "--field-manager=stratus-test", "-f", "-")
+	if !strings.Contains(string(out), "serverside-applied (server dry run)") {
+		t.Fatalf("kubectl apply --dry-run=server applied nothing:\n%s", out)
+	}
+}
+
+func TestChartLints(t *testing.T) {
+	env := testenv.Get(t)
+	run(t, nil, tool(t, env, "helm"), "lint", "helm/stratus", "--set", "cloudProvider=fake")
+}
+
+// TestChartAcceptedByAPIServer renders the chart in its main variants and has the
+// real API server admit every object.
+func TestChartAcceptedByAPIServer(t *testing.T) {
+	env := testenv.Get(t)
+	for _, tc := range []struct {
+		name string
+		set  []string
+		want []string // substrings of the rendering
+	}{
+		{
+			name: "defaults",
+			set:  []string{"cloudProvider=fake"},
+			want: []string{"kind: Deployment", "replicas: 2", "hostNetwork: true", "priorityClassName: system-cluster-critical",
+				"node.cloudprovider.kubernetes.io/uninitialized", "node-role.kubernetes.io/control-plane", "node.kubernetes.io/not-ready",
+				"path: /healthz", "containerPort: 10258", "--leader-elect-resource-name=cloud-controller-manager"},
+		},
+		{
+			name: "daemonset with inline cloud config",
+			set:  []string{"cloudProvider=fake", "kind=DaemonSet", "hostNetwork=false", "cloudConfig.content=token: x"},
+			want: []string{"kind: DaemonSet", "kind: Secret", "--cloud-config=/etc/stratus/cloud-config/cloud.conf", "secretName: stratus-cloud-config"},
+		},
+		{
+			name: "manager config",
+			set:  []string{"managerConfig.providers[0].name=a", "managerConfig.providers[0].type=fake", "cloudConfig.existingSecret=creds"},
+			want: []string{"kind: ConfigMap", "--config=/etc/stratus/config/config.yaml", "kind: ManagerConfig", "secretName: creds"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := helmTemplate(t, env, "kube-system", tc.set...)
+			for _, w := range tc.want {
+				if !bytes.Contains(out, []byte(w)) {
+					t.Errorf("rendering lacks %q", w)
+				}
+			}
+			dryRun(t, env, out)
+		})
+	}
+}
+
+// TestChartRejectsMissingProvider: without a provider the chart does not render.
+func TestChartRejectsMissingProvider(t *testing.T) {
+	env := testenv.Get(t)
+	cmd := exec.Command(tool(t, env, "helm"), "template", "stratus", "helm/stratus")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "set cloudProvider") {
+		t.Fatalf("helm template without a provider: %v\n%s", err, out)
+	}
+}
+
+// TestKustomizeBaseMatchesChart: the committed base is what generate.sh renders
+// from the chart now.
+func TestKustomizeBaseMatchesChart(t *testing.T) {
+	env := testenv.Get(t)
+	committed, err := os.ReadFile("kustomize/base/stratus.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fresh := filepath.Join(t.TempDir(), "stratus.yaml")
+	cmd := exec.Command("kustomize/generate.sh", fresh)
+	cmd.Env = append(os.Environ(), "KUBEBINS_DIR="+env.BinDir)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("generate.sh: %v\n%s", err, out)
+	}
+	got, err := os.ReadFile(fresh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(committed, got) {
+		t.Fatal("deploy/kustomize/base/stratus.yaml is out of date with the chart: run deploy/kustomize/generate.sh")
+	}
+}
+
+// TestKustomizeAcceptedByAPIServer builds the base and the example overlay with
+// kubectl kustomize and has the API server admit them.
+func TestKustomizeAcceptedByAPIServer(t *testing.T) {
+	env := testenv.Get(t)
+	for _, dir := range []string{"kustomize/base", "kustomize/overlays/example"} {
+		t.Run(dir, func(t *testing.T) {
+			out := run(t, nil, tool(t, env, "kubectl"), "kustomize", dir)
+			if !bytes.Contains(out, []byte("kind: Deployment")) {
+				t.Fatalf("kustomize %s has no Deployment:\n%s", dir, out)
+			}
+			dryRun(t, env, out)
+		})
+	}
+}
+
+// TestChartRBACIsExactlyEnough applies the chart's ServiceAccount and RBAC for
+// real, runs the manager with that ServiceAccount's token (leader election,
+// serving with delegated authn/authz, node and service controllers), and checks
+// that it does its job while a request outside its rules (listing Secrets) is
+// denied.
+func TestChartRBACIsExactlyEnough(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	admin := env.Clientset(t)
+	ctx := context.Background()
+
+	rendered := helmTemplate(t, env, ns, "cloudProvider=fake")
+	rbac := selectDocs(rendered, "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+	kc := managertest.WriteKubeconfig(t, env.Config)
+	run(t, rbac, tool(t, env, "kubectl"), "--kubeconfig", kc, "apply", "--server-side", "--field-manager=stratus-test", "-f", "-")
+	t.Cleanup(func() {
+		cmd := exec.Command(tool(t, env, "kubectl"), "--kubeconfig", kc, "delete", "--ignore-not-found", "-f", "-")
+		cmd.Stdin = bytes.NewReader(selectDocs(rendered, "ClusterRole", "ClusterRoleBinding"))
+		cmd.Env = os.Environ()
+		_ = cmd.Run()
+	})
+
+	sa := env.ServiceAccountConfig(t, ns, "stratus")
+	asSA, err := kubernetes.NewForConfig(sa)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := asSA.CoreV1().Secrets("").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("listing Secrets as the chart's ServiceAccount: %v, want Forbidden", err)
+	}
+	if _, err := asSA.CoreV1().Secrets(ns).List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("listing Secrets in its own namespace: %v, want Forbidden", err)
+	}
+
+	port := managertest.FreePort(t)
+	managertest.Start(t,
+		"--cloud-provider="+managertest.ProviderName,
+		"--kubeconfig="+managertest.WriteKubeconfig(t, sa),
+		"--leader-elect-resource-namespace="+ns,
+		"--configure-cloud-routes=false",
+		"--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
+	)
+
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "rbac-node-" + ns},
+		Spec: corev1.NodeSpec{ProviderID: "fake://" + ns, Taints: []corev1.Taint{{
+			Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule,
+		}}},
+	}
+	if _, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+	if _, err := admin.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	var got *corev1.Node
+	poll(t, 90*time.Second, "the node to be initialized", func(ctx context.Context) (bool, error) {
+		got, err = admin.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, taint := range got.Spec.Taints {
+			if taint.Key == "node.cloudprovider.kubernetes.io/uninitialized" {
+				return false, nil
+			}
+		}
+		return got.Labels[corev1.LabelTopologyZone] == managertest.Zone, nil
+	}, func() string { return fmt.Sprintf("taints %v, labels %v", got.Spec.Taints, got.Labels) })
+	poll(t, 90*time.Second, "the load balancer to be provisioned", func(ctx context.Context) (bool, error) {
+		s, err := admin.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		ing := s.Status.LoadBalancer.Ingress
+		return len(ing) == 1 && ing[0].IP == managertest.ExternalIP && len(s.Finalizers) == 1, nil
+	})
+	poll(t, 30*time.Second, "an event from the service controller", func(ctx context.Context) (bool, error) {
+		evs, err := admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range evs.Items {
+			if e.Source.Component == "service-controller" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if holder := leaseHolder(ctx, admin, ns); holder == "" {
+		t.Error("the manager did not take the lease in its namespace")
+	}
+
+	// The manager's token and access reviews work: a scraper bound to the chart's
+	// metrics-reader ClusterRole reads /metrics.
+	scraper := env.ServiceAccountConfig(t, ns, "scraper")
+	bindClusterRole(t, admin, "stratus-metrics-reader", ns, "scraper")
+	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	poll(t, 30*time.Second, "the scraper to read /metrics", func(ctx context.Context) (bool, error) {
+		code, _, err := managertest.Get(ctx, base+"/metrics", scraper.BearerToken)
+		return err == nil && code == 200, nil
+	})
+	if code, _, _ := managertest.Get(ctx, base+"/healthz", ""); code != 200 {
+		t.Errorf("anonymous /healthz = %d, want 200", code)
+	}
+}
+
+// poll waits for cond; on timeout the optional last function describes the state
+// seen.
+func poll(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error), last ...func() string) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, cond); err != nil {
+		state := ""
+		for _, l := range last {
+			state = "; last seen: " + l()
+		}
+		t.Fatalf("waiting for %s: %v%s", what, err, state)
+	}
+}
+
+func leaseHolder(ctx context.Context, cs kubernetes.Interface, ns string) string {
+	l, err := cs.CoordinationV1().Leases(ns).Get(ctx, "cloud-controller-manager", metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// bindClusterRole binds the ClusterRole to the ServiceAccount ns/sa.
+func bindClusterRole(t *testing.T, cs kubernetes.Interface, role, ns, sa string) {
+	t.Helper()
+	b := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + role},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: sa}},
+	}
+	if _, err := cs.RbacV1().ClusterRoleBindings().Create(context.Background(), b, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), b.Name, metav1.DeleteOptions{}) })
+}
+
+// selectDocs returns the YAML documents of the given kinds.
+func selectDocs(manifests []byte, kinds ...string) []byte {
+	var out [][]byte
+	for _, doc := range bytes.Split(manifests, []byte("\n---")) {
+		for _, k := range kinds {
+			if bytes.Contains(doc, []byte("\nkind: "+k+"\n")) {
+				out = append(out, doc)
+				break
+			}
+		}
+	}
+	return bytes.Join(out, []byte("\n---"))
+}
