@@ -331,12 +331,7 @@ func (s *Server) createRoute(r *http.Request) (int, any, error) {
 	if err := decodeStrict(body, &in); err != nil {
 		return 0, nil, err
 	}
-	dst, err := netip.ParsePrefix(in.DestinationCIDR)
-	if err != nil {
-		return 0, nil, errInvalid("destination_cidr %q: %v", in.DestinationCIDR, err)
-	}
-	in.DestinationCIDR = dst.Masked().String()
-	if err := validateTags(in.Tags); err != nil {
+	if err := validateRouteCreate(&in); err != nil {
 		return 0, nil, err
 	}
 	id, res, replayed, err := s.create(r, body, store.Routes, func(tx *store.Tx) (string, any, error) {
@@ -365,6 +360,19 @@ func (s *Server) createRoute(r *http.Request) (int, any, error) {
 		return replay(id, res, s.route)
 	}
 	return http.StatusCreated, res, nil
+}
+
+// validateRouteCreate checks in and masks the destination's host bits.
+func validateRouteCreate(in *api.RouteCreate) error {
+	dst, err := netip.ParsePrefix(in.DestinationCIDR)
+	if err != nil {
+		return errInvalid("destination_cidr %q: %v", in.DestinationCIDR, err)
+	}
+	in.DestinationCIDR = dst.Masked().String()
+	if in.TargetInstanceID == "" {
+		return errInvalid("target_instance_id is required")
+	}
+	return validateTags(in.Tags)
 }
 
 // routeState says whether the route's target still exists.
