@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -235,4 +236,23 @@ func TestWorkerFlagsPassedOnlyWhenSet(t *testing.T) {
 	if !NewOptions().explicit("concurrent-node-syncs") {
 		t.Fatal("options built in code must pass every value")
 	}
+}
+
+// TestFlagsDocumented: docs/flags.md names every flag the binary registers.
+func TestFlagsDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/flags.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fs := pflag.NewFlagSet("stratus-ccm", pflag.ContinueOnError)
+	NewOptions().AddFlags(fs)
+	fs.VisitAll(func(f *pflag.Flag) {
+		name := "`--" + f.Name + "`"
+		if len(f.Name) == 1 {
+			name = "`-" + f.Name + "`"
+		}
+		if !strings.Contains(string(doc), name) {
+			t.Errorf("docs/flags.md does not document %s", name)
+		}
+	})
 }
