@@ -1,0 +1,13 @@
+// Package devenv runs stratus on a local cluster and cloud: the `stratus dev`
+// command. It starts etcd, kube-apiserver and kube-controller-manager as real
+// processes (ControlPlane), minicloud in-process, the stratus-ccm manager as a
+// child process, and one simulated kubelet (Kubelet) per minicloud instance
+// tagged stratus-dev=node. A kubelet registers its Node as a kubelet with
+// --cloud-provider=external does, keeps it Ready with heartbeats while its
+// instance runs, and stands in for kube-proxy and a backend pod by answering
+// HTTP on every LoadBalancer Service's NodePort at its instance's private IP.
+//
+// Everything lives under one state directory, so a second start reuses the
+// cluster and the cloud; every child process is stopped (and killed if it
+// does not stop) when the context given to Run is done.
+package devenv
