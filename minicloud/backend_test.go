@@ -197,4 +197,3 @@ func refused(addr string) bool {
 	c.Close()
 	return false
 }
-

@@ -142,9 +142,6 @@ func (s *Server) createLB(r *http.Request) (int, any, error) {
 		now := time.Now().UTC()
 		lb := lbRecord{ID: id, Name: spec.Name, VIP: vip.String(), State: api.LBProvisioning, CreatedAt: now, UpdatedAt: now}
 		applySpec(&lb, spec)
-		if s.cfg.LBProvisionDelay == 0 {
-			lb.State = api.LBActive
-		}
 		if err := store.Put(tx, store.LoadBalancers, id, lb); err != nil {
 			return "", nil, err
 		}
@@ -158,7 +155,7 @@ func (s *Server) createLB(r *http.Request) (int, any, error) {
 		return replay(id, res, s.loadBalancer)
 	}
 	if s.cfg.LBProvisionDelay == 0 {
-		s.reconcileLB(id)
+		s.activate(id)
 		lb, err := s.loadBalancer(id)
 		if err == nil {
 			res = lb
@@ -377,8 +374,40 @@ func (s *Server) scheduleActivation(id string, d time.Duration) {
 	s.timers[id] = time.AfterFunc(max(d, 0), func() { s.activate(id) })
 }
 
+// activate ends the provisioning of load balancer id: it binds the
+// listeners first and only then records "active", so a client that sees
+// "active" can connect.
 func (s *Server) activate(id string) {
-	err := s.store.Update(func(tx *store.Tx) error {
+	s.planeMu.Lock()
+	defer s.planeMu.Unlock()
+	if s.closed {
+		return
+	}
+	if t := s.timers[id]; t != nil {
+		t.Stop()
+		delete(s.timers, id)
+	}
+	var spec dataplane.Spec
+	provisioning := false
+	err := s.store.View(func(tx *store.Tx) error {
+		lb, err := store.Get[lbRecord](tx, store.LoadBalancers, id)
+		if err != nil {
+			return err
+		}
+		provisioning = lb.State == api.LBProvisioning
+		spec = planSpec(tx, lb)
+		return nil
+	})
+	if err != nil || !provisioning {
+		return
+	}
+	plane := s.plane.Load()
+	if plane != nil {
+		if err := plane.Apply(id, spec); err != nil {
+			s.log.Error(err, "data plane incomplete", "loadBalancer", id)
+		}
+	}
+	err = s.store.Update(func(tx *store.Tx) error {
 		lb, err := store.Get[lbRecord](tx, store.LoadBalancers, id)
 		if err != nil || lb.State != api.LBProvisioning {
 			return err
@@ -387,11 +416,16 @@ func (s *Server) activate(id string) {
 		lb.UpdatedAt = time.Now().UTC()
 		return store.Put(tx, store.LoadBalancers, id, lb)
 	})
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.log.Error(err, "activate load balancer", "loadBalancer", id)
-		return
+	if err != nil {
+		// Deleted meanwhile (its reconcile waits for planeMu and will
+		// remove it too) or the store failed: do not leave listeners.
+		if plane != nil {
+			plane.Remove(id)
+		}
+		if !errors.Is(err, store.ErrNotFound) {
+			s.log.Error(err, "activate load balancer", "loadBalancer", id)
+		}
 	}
-	s.reconcileLB(id)
 }
 
 // reconcileLB makes the data plane of load balancer id match the store:
