@@ -35,6 +35,7 @@ const (
 	DefaultConcurrentServiceSyncs     = 1
 	DefaultNodeStatusUpdateFrequency  = 5 * time.Minute
 	DefaultLoadBalancerResyncPeriod   = 10 * time.Minute
+	DefaultNodeDeletionGracePeriod    = time.Minute
 	DefaultBindAddress                = "0.0.0.0"
 	DefaultSecurePort                 = 10258
 	DefaultControllerStartInterval    = 0
@@ -99,6 +100,9 @@ type Options struct {
 	// NodeStatusUpdateFrequency is --node-status-update-frequency (default 5m):
 	// how often initialized nodes' addresses are refreshed from the cloud.
 	NodeStatusUpdateFrequency time.Duration
+	// NodeDeletionGracePeriod is --node-deletion-grace-period (default 1m, stratus
+	// only): how long a node must be NotReady before it may be deleted.
+	NodeDeletionGracePeriod time.Duration
 	// LoadBalancerResyncPeriod is --load-balancer-resync-period (default 10m,
 	// stratus only): how often load balancers are checked for drift and orphans.
 	LoadBalancerResyncPeriod time.Duration
@@ -168,6 +172,7 @@ func NewOptions() *Options {
 		ConcurrentServiceSyncs:    DefaultConcurrentServiceSyncs,
 		NodeStatusUpdateFrequency: DefaultNodeStatusUpdateFrequency,
 		LoadBalancerResyncPeriod:  DefaultLoadBalancerResyncPeriod,
+		NodeDeletionGracePeriod:   DefaultNodeDeletionGracePeriod,
 		LeaderElect:               true,
 		LeaseDuration:             DefaultLeaseDuration,
 		RenewDeadline:             DefaultRenewDeadline,
@@ -205,6 +210,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.IntVar(&o.ConcurrentNodeStatusUpdates, "concurrent-node-status-updates", o.ConcurrentNodeStatusUpdates, "Number of workers concurrently updating node statuses. If unspecified or 0, --concurrent-node-syncs is used instead.")
 	fs.IntVar(&o.ConcurrentServiceSyncs, "concurrent-service-syncs", o.ConcurrentServiceSyncs, "The number of services that are allowed to sync concurrently.")
 	fs.DurationVar(&o.NodeStatusUpdateFrequency, "node-status-update-frequency", o.NodeStatusUpdateFrequency, "Specifies how often the controller updates nodes' status.")
+	fs.DurationVar(&o.NodeDeletionGracePeriod, "node-deletion-grace-period", o.NodeDeletionGracePeriod, "How long a node must be NotReady before the node lifecycle controller may delete it (stratus only).")
 	fs.DurationVar(&o.LoadBalancerResyncPeriod, "load-balancer-resync-period", o.LoadBalancerResyncPeriod, "How often every load balancer is checked for drift and orphans (stratus only).")
 
 	fs.BoolVar(&o.LeaderElect, "leader-elect", o.LeaderElect, "Start a leader election client and gain leadership before executing the main loop.")
@@ -379,6 +385,7 @@ func (o *Options) Validate(cfg *ManagerConfig) error {
 		{"--node-status-update-frequency", o.NodeStatusUpdateFrequency},
 		{"--min-resync-period", o.MinResyncPeriod},
 		{"--load-balancer-resync-period", o.LoadBalancerResyncPeriod},
+		{"--node-deletion-grace-period", o.NodeDeletionGracePeriod},
 	} {
 		if p.value <= 0 {
 			add("%s must be positive, got %s", p.flag, p.value)

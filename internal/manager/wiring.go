@@ -6,6 +6,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/controller/node"
+	"github.com/stratus-ccm/stratus/internal/controller/nodelifecycle"
 	"github.com/stratus-ccm/stratus/internal/controller/route"
 	"github.com/stratus-ccm/stratus/internal/controller/service"
 )
@@ -44,10 +45,11 @@ func addNodeController(mgr manager.Manager, clouds *cloud.Set, o *Options, _ *Ma
 	return node.Add(mgr, clouds, opts)
 }
 
-func addNodeLifecycleController(_ manager.Manager, _ *cloud.Set, _ *Options, _ *ManagerConfig, log logr.Logger) (bool, error) {
-	// TODO(issue #8): wire internal/controller/nodelifecycle when it lands.
-	log.Info("the node lifecycle controller is not part of this build yet")
-	return false, nil
+func addNodeLifecycleController(mgr manager.Manager, clouds *cloud.Set, o *Options, _ *ManagerConfig, _ logr.Logger) (bool, error) {
+	return nodelifecycle.Add(mgr, clouds, nodelifecycle.Options{
+		MonitorPeriod:       o.NodeMonitorPeriod,
+		DeletionGracePeriod: o.NodeDeletionGracePeriod,
+	})
 }
 
 func addServiceController(mgr manager.Manager, clouds *cloud.Set, o *Options, cfg *ManagerConfig, _ logr.Logger) (bool, error) {
