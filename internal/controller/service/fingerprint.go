@@ -11,7 +11,8 @@ import (
 )
 
 // fingerprint identifies the configuration a load balancer was ensured from: the
-// provider, the Service's UID, spec and annotations, and the backend set. The
+// provider, what the Service asks of its load balancer (lbConfigOf: the fields
+// whose change re-ensures it while the controller runs), and the backend set. The
 // Ready condition's message carries it, so that after a restart or a leader
 // change the controller can tell that a load balancer is already ensured exactly
 // as the Service asks and skip the EnsureLoadBalancer call upstream makes for
@@ -20,12 +21,10 @@ func fingerprint(provider string, svc *v1.Service, nodes nodeSet) string {
 	h := fnv.New64a()
 	// Maps marshal with sorted keys: the encoding is deterministic.
 	err := json.NewEncoder(h).Encode(struct {
-		Provider    string
-		UID         string
-		Spec        v1.ServiceSpec
-		Annotations map[string]string
-		Nodes       nodeSet
-	}{provider, string(svc.UID), svc.Spec, svc.Annotations, nodes})
+		Provider string
+		Config   lbConfig
+		Nodes    nodeSet
+	}{provider, lbConfigOf(svc), nodes})
 	if err != nil {
 		return "" // cannot happen for these types; an empty fingerprint never matches
 	}
@@ -38,13 +37,15 @@ func withFingerprint(msg, fp string) string { return msg + fingerprintPrefix + f
 
 // adoptable reports whether svc's load balancer was ensured, by this or an
 // earlier run of the controller, from exactly the configuration fp: our
-// finalizer, an ingress, and a Ready (or NoBackends) condition for the current
-// generation carrying fp.
+// finalizer, an ingress, and a Ready (or NoBackends) condition carrying fp. (The
+// condition's observedGeneration is not compared: spec changes that do not
+// concern the load balancer, such as the selector, bump the generation without a
+// re-ensure.)
 func adoptable(svc *v1.Service, fp string) bool {
 	if fp == "" || !hasFinalizer(svc) || len(svc.Status.LoadBalancer.Ingress) == 0 {
 		return false
 	}
 	c := meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady)
 	return c != nil && (c.Reason == ReasonReady || c.Reason == ReasonNoBackends) &&
-		c.ObservedGeneration == svc.Generation && strings.HasSuffix(c.Message, fingerprintPrefix+fp+")")
+		strings.HasSuffix(c.Message, fingerprintPrefix+fp+")")
 }

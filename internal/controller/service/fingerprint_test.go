@@ -28,6 +28,8 @@ func TestFingerprint(t *testing.T) {
 	}{
 		{desc: "label", svc: func(s *v1.Service) { s.Labels["l"] = "2" }, same: true},
 		{desc: "status", svc: func(s *v1.Service) { s.Status.LoadBalancer.Ingress = []v1.LoadBalancerIngress{{IP: "1.1.1.1"}} }, same: true},
+		{desc: "selector", svc: func(s *v1.Service) { s.Spec.Selector = map[string]string{"app": "x"} }, same: true},
+		{desc: "generation", svc: func(s *v1.Service) { s.Generation++ }, same: true},
 		{desc: "annotation", svc: func(s *v1.Service) { s.Annotations["a"] = "x" }},
 		{desc: "port", svc: func(s *v1.Service) { s.Spec.Ports[0].Port = 81 }},
 		{desc: "UID", svc: func(s *v1.Service) { s.UID = "u2" }},
@@ -73,7 +75,7 @@ func TestAdoptable(t *testing.T) {
 		{"ensured from this configuration", func(*v1.Service) {}, true},
 		{"no finalizer", func(s *v1.Service) { s.Finalizers = nil }, false},
 		{"no ingress", func(s *v1.Service) { s.Status.LoadBalancer.Ingress = nil }, false},
-		{"old generation", func(s *v1.Service) { s.Status.Conditions[0].ObservedGeneration = 1 }, false},
+		{"selector changed since", func(s *v1.Service) { s.Generation++; s.Spec.Selector = map[string]string{"a": "b"} }, true},
 		{"provisioning", func(s *v1.Service) { s.Status.Conditions[0].Reason = ReasonProvisioning }, false},
 		{"no condition", func(s *v1.Service) { s.Status.Conditions = nil }, false},
 		{"other annotations", func(s *v1.Service) { s.Annotations = map[string]string{"x": "y"} }, false},
