@@ -1,0 +1,37 @@
+// Command stratus is the developer CLI of stratus: `stratus minicloud` runs
+// and drives the reference cloud. Each subcommand tree lives in its own
+// package under internal/cli and is added here.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratus-ccm/stratus/internal/cli/minicloud"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := newCommand().ExecuteContext(ctx)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "error:", err)
+		os.Exit(1)
+	}
+}
+
+func newCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "stratus",
+		Short:         "Developer tools for stratus: the minicloud reference cloud and more",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(minicloud.NewCommand())
+	return root
+}
