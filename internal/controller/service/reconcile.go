@@ -34,14 +34,16 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if p == nil || !supportsLB(p) {
 		return reconcile.Result{}, nil // another controller's class, or ours cannot do it
 	}
-	if old, ok := c.cache.get(req.NamespacedName); ok && old.svc != nil && old.svc.UID != svc.UID {
+	old, seen := c.cache.get(req.NamespacedName)
+	known := seen && old.svc != nil // synced before in this process
+	if known && old.svc.UID != svc.UID {
 		// Recreated under the same name: the old incarnation's load balancer goes first.
 		if err := c.deleteVanished(ctx, req.NamespacedName); err != nil {
 			return reconcile.Result{}, err
 		}
+		known = false
 	}
-	old, seen := c.cache.get(req.NamespacedName)
-	if !wantsLB(svc) && !needsCleanup(svc) && (!seen || old.svc == nil || !wantsLB(old.svc)) {
+	if !wantsLB(svc) && !needsCleanup(svc) && (!known || !wantsLB(old.svc)) {
 		return reconcile.Result{}, nil
 	}
 	c.cache.remember(svc.DeepCopy(), p)
@@ -54,7 +56,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		c.cache.delete(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
-	return c.ensure(ctx, svc, p, !seen || old.svc == nil || old.svc.UID != svc.UID)
+	return c.ensure(ctx, svc, p, !known)
 }
 
 // deleteVanished deletes the load balancer of a Service that is gone (or was
