@@ -207,7 +207,7 @@ func (c *ControlPlane) startControllerManager(ctx context.Context) error {
 		"--configure-cloud-routes=false",
 		"--service-account-private-key-file=" + c.pki.path(saKey),
 		"--root-ca-file=" + c.pki.path(caCert),
-		"--use-service-account-credentials=false",
+		"--use-service-account-credentials=true", // as kubeadm: one identity per controller
 	})
 	if err != nil {
 		return err
