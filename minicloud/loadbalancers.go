@@ -4,7 +4,9 @@ import (
 	"errors"
 	"net/http"
 	"net/netip"
+	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
@@ -154,6 +156,7 @@ func (s *Server) createLB(r *http.Request) (int, any, error) {
 	if replayed {
 		return replay(id, res, s.loadBalancer)
 	}
+	s.targets.set(id, spec.Targets)
 	if s.cfg.LBProvisionDelay == 0 {
 		s.activate(id)
 		lb, err := s.loadBalancer(id)
@@ -184,9 +187,9 @@ func (s *Server) addUnknownHealth(lb *api.LoadBalancer) {
 	}
 }
 
-// withHealth fills in lb.TargetHealth from the instances (in tx) and the
-// data plane.
-func (s *Server) withHealth(tx *store.Tx, lb *api.LoadBalancer) {
+// withHealth fills in lb.TargetHealth from the instances and the data
+// plane.
+func (s *Server) withHealth(res *resolver, lb *api.LoadBalancer) {
 	var observed map[netip.Addr]dataplane.Health
 	// No planeMu here: this runs inside a read transaction, and
 	// reconcileLB opens read transactions while holding planeMu.
@@ -195,7 +198,7 @@ func (s *Server) withHealth(tx *store.Tx, lb *api.LoadBalancer) {
 	}
 	lb.TargetHealth = make([]api.TargetHealth, len(lb.Targets))
 	for i, t := range lb.Targets {
-		be := resolveTarget(tx, t)
+		be := res.resolve(t)
 		th := api.TargetHealth{Target: t, State: api.HealthUnknown}
 		if be.Addr.IsValid() {
 			th.IP = be.Addr.String()
@@ -212,14 +215,32 @@ func (s *Server) withHealth(tx *store.Tx, lb *api.LoadBalancer) {
 	}
 }
 
-// resolveTarget says where a target's traffic goes, or why it cannot.
-func resolveTarget(tx *store.Tx, t api.Target) dataplane.Backend {
+// resolver says where targets' traffic goes, within one transaction,
+// decoding each instance once (a list of load balancers that share
+// thousands of node targets would otherwise decode them again per LB).
+type resolver struct {
+	tx        *store.Tx
+	instances map[string]*api.Instance // nil: not found
+}
+
+func newResolver(tx *store.Tx) *resolver {
+	return &resolver{tx: tx, instances: map[string]*api.Instance{}}
+}
+
+// resolve returns the backend of t, or why it cannot receive traffic.
+func (r *resolver) resolve(t api.Target) dataplane.Backend {
 	if t.IP != "" {
 		a, _ := netip.ParseAddr(t.IP)
 		return dataplane.Backend{Addr: a}
 	}
-	inst, err := store.Get[api.Instance](tx, store.Instances, t.InstanceID)
-	if err != nil {
+	inst, seen := r.instances[t.InstanceID]
+	if !seen {
+		if got, err := store.Get[api.Instance](r.tx, store.Instances, t.InstanceID); err == nil {
+			inst = &got
+		}
+		r.instances[t.InstanceID] = inst
+	}
+	if inst == nil {
 		return dataplane.Backend{Down: "instance not found"}
 	}
 	a, _ := netip.ParseAddr(inst.PrivateIP)
@@ -235,7 +256,7 @@ func (s *Server) loadBalancer(id string) (any, error) {
 		var err error
 		lb, err = store.Get[lbRecord](tx, store.LoadBalancers, id)
 		if err == nil {
-			s.withHealth(tx, &lb)
+			s.withHealth(newResolver(tx), &lb)
 		}
 		return err
 	})
@@ -283,8 +304,9 @@ func (s *Server) listLBs(r *http.Request) (int, any, error) {
 				return err
 			}
 		}
+		res := newResolver(tx)
 		for i := range items {
-			s.withHealth(tx, &items[i])
+			s.withHealth(res, &items[i])
 		}
 		return nil
 	})
@@ -328,6 +350,7 @@ func (s *Server) updateLB(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, storeErr(err, "load balancer", id)
 	}
+	s.targets.set(id, spec.Targets)
 	s.reconcileLB(id)
 	lb, err := s.loadBalancer(id)
 	if err != nil {
@@ -357,6 +380,7 @@ func (s *Server) deleteLB(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, storeErr(err, "load balancer", id)
 	}
+	s.targets.drop(id)
 	s.reconcileLB(id)
 	return http.StatusNoContent, nil, nil
 }
@@ -476,8 +500,9 @@ func planSpec(tx *store.Tx, lb lbRecord) dataplane.Spec {
 	for _, l := range lb.Listeners {
 		spec.Listeners = append(spec.Listeners, dataplane.Listener{Protocol: l.Protocol, Port: l.Port, TargetPort: l.TargetPort})
 	}
+	res := newResolver(tx)
 	for _, t := range lb.Targets {
-		spec.Backends = append(spec.Backends, resolveTarget(tx, t))
+		spec.Backends = append(spec.Backends, res.resolve(t))
 	}
 	for _, r := range lb.SourceRanges {
 		if p, err := netip.ParsePrefix(r); err == nil {
@@ -510,24 +535,69 @@ func planSpec(tx *store.Tx, lb lbRecord) dataplane.Spec {
 // reconcileLBsTargeting re-applies the load balancers that target
 // instance id, after the instance stopped, started or was deleted.
 func (s *Server) reconcileLBsTargeting(instanceID string) {
-	var ids []string
-	err := s.store.View(func(tx *store.Tx) error {
-		_, _, err := store.List(tx, store.LoadBalancers, "", 0, func(lb *lbRecord) bool {
-			for _, t := range lb.Targets {
-				if t.InstanceID == instanceID {
-					ids = append(ids, lb.ID)
-					break
-				}
-			}
-			return false
-		})
-		return err
-	})
-	if err != nil {
-		s.log.Error(err, "find load balancers targeting instance", "instance", instanceID)
-		return
-	}
-	for _, id := range ids {
+	for _, id := range s.targets.lbsOf(instanceID) {
 		s.reconcileLB(id)
 	}
+}
+
+// targetIndex maps instances to the load balancers that target them, so an
+// instance change re-applies those without scanning every load balancer.
+// It is updated after each committed change and before the reconcile that
+// follows it, so a concurrent instance change is never missed: either it
+// sees the new entry, or the load balancer's own reconcile (which comes
+// later) reads the instance's new state.
+type targetIndex struct {
+	mu         sync.Mutex
+	byInstance map[string]map[string]bool
+	byLB       map[string][]string
+}
+
+func (x *targetIndex) set(lbID string, targets []api.Target) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.byInstance == nil {
+		x.byInstance, x.byLB = map[string]map[string]bool{}, map[string][]string{}
+	}
+	x.dropLocked(lbID)
+	var ids []string
+	for _, t := range targets {
+		if t.InstanceID == "" {
+			continue
+		}
+		if x.byInstance[t.InstanceID] == nil {
+			x.byInstance[t.InstanceID] = map[string]bool{}
+		}
+		x.byInstance[t.InstanceID][lbID] = true
+		ids = append(ids, t.InstanceID)
+	}
+	if len(ids) > 0 {
+		x.byLB[lbID] = ids
+	}
+}
+
+func (x *targetIndex) drop(lbID string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.dropLocked(lbID)
+}
+
+func (x *targetIndex) dropLocked(lbID string) {
+	for _, inst := range x.byLB[lbID] {
+		delete(x.byInstance[inst], lbID)
+		if len(x.byInstance[inst]) == 0 {
+			delete(x.byInstance, inst)
+		}
+	}
+	delete(x.byLB, lbID)
+}
+
+func (x *targetIndex) lbsOf(instanceID string) []string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	ids := make([]string, 0, len(x.byInstance[instanceID]))
+	for id := range x.byInstance[instanceID] {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	return ids
 }

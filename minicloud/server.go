@@ -58,6 +58,8 @@ type Server struct {
 	timers  map[string]*time.Timer
 	closed  bool
 
+	targets targetIndex
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -109,6 +111,7 @@ func (s *Server) Start(ctx context.Context) error {
 		return fmt.Errorf("restore load balancers: %w", err)
 	}
 	for _, lb := range lbs {
+		s.targets.set(lb.ID, lb.Targets)
 		if lb.State == api.LBProvisioning {
 			s.scheduleActivation(lb.ID, time.Until(lb.CreatedAt.Add(s.cfg.LBProvisionDelay)))
 			continue

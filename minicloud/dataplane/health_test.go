@@ -1,8 +1,13 @@
 package dataplane
 
 import (
+	"context"
 	"errors"
+	"net/netip"
 	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
 )
 
 func TestCheckerThresholds(t *testing.T) {
@@ -31,5 +36,44 @@ func TestCheckerThresholds(t *testing.T) {
 				t.Fatalf("state %+v, want %s", got, tc.want)
 			}
 		})
+	}
+}
+
+func TestCheckersAreSharedAcrossLoadBalancers(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := New(ctx, logr.Discard(), Options{})
+	defer p.Close()
+	spec := func(hcPort int) Spec {
+		return Spec{
+			VIP:         netip.MustParseAddr("127.0.0.1"),
+			Listeners:   []Listener{{Protocol: "TCP", Port: 0, TargetPort: 1}},
+			Backends:    []Backend{{Addr: netip.MustParseAddr("127.0.0.1")}, {Addr: netip.MustParseAddr("127.0.0.2")}, {Addr: netip.MustParseAddr("127.0.0.3"), Down: "instance stopped"}},
+			HealthCheck: HealthCheck{Protocol: "TCP", Port: hcPort, Interval: time.Hour},
+		}
+	}
+	count := func() int {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.checkers)
+	}
+	for _, step := range []struct {
+		name string
+		do   func() error
+		want int
+	}{
+		{"first LB", func() error { return p.Apply("a", spec(1)) }, 2},
+		{"second LB, same checks", func() error { return p.Apply("b", spec(1)) }, 2},
+		{"first LB re-applied unchanged", func() error { return p.Apply("a", spec(1)) }, 2},
+		{"second LB checks another port", func() error { return p.Apply("b", spec(2)) }, 4},
+		{"first LB removed", func() error { p.Remove("a"); return nil }, 2},
+		{"second LB removed", func() error { p.Remove("b"); return nil }, 0},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if got := count(); got != step.want {
+			t.Fatalf("%s: %d checkers, want %d", step.name, got, step.want)
+		}
 	}
 }

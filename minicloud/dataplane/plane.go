@@ -83,6 +83,15 @@ type Plane struct {
 
 	mu  sync.Mutex
 	lbs map[string]*balancer
+	// checkers are shared by every load balancer that probes the same
+	// target the same way: with thousands of nodes behind hundreds of load
+	// balancers, one probe per node instead of one per node and LB.
+	checkers map[checkKey]*sharedChecker
+}
+
+type sharedChecker struct {
+	c    *checker
+	refs int
 }
 
 // New returns a Plane whose goroutines stop when ctx is done or Close is
@@ -100,7 +109,7 @@ func New(ctx context.Context, log logr.Logger, opts Options) *Plane {
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 2 * time.Second
 	}
-	return &Plane{ctx: ctx, log: log, opts: opts, lbs: map[string]*balancer{}}
+	return &Plane{ctx: ctx, log: log, opts: opts, lbs: map[string]*balancer{}, checkers: map[checkKey]*sharedChecker{}}
 }
 
 // balancer is the running data plane of one load balancer.
@@ -109,7 +118,7 @@ type balancer struct {
 	vip       netip.Addr
 	table     atomic.Pointer[table]
 	listeners map[listenerKey]closer
-	checkers  map[checkKey]*checker
+	checkers  map[checkKey]bool // references held in Plane.checkers
 }
 
 type listenerKey struct {
@@ -142,16 +151,17 @@ func (p *Plane) Apply(id string, spec Spec) error {
 	defer p.mu.Unlock()
 	b := p.lbs[id]
 	if b != nil && b.vip != spec.VIP {
-		b.close()
+		p.closeBalancer(b)
 		b = nil
 	}
 	if b == nil {
-		b = &balancer{id: id, vip: spec.VIP, listeners: map[listenerKey]closer{}, checkers: map[checkKey]*checker{}}
+		b = &balancer{id: id, vip: spec.VIP, listeners: map[listenerKey]closer{}, checkers: map[checkKey]bool{}}
 		p.lbs[id] = b
 	}
 
-	// Health checkers: keep those whose target and check are unchanged.
-	checkers := map[checkKey]*checker{}
+	// Health checkers: acquire the new ones before releasing the old, so
+	// unchanged targets keep their checker and its verdict.
+	checkers := map[checkKey]bool{}
 	t := &table{ranges: spec.SourceRanges, targetPorts: map[listenerKey]int{}}
 	for _, be := range spec.Backends {
 		r := route{addr: be.Addr, down: be.Down}
@@ -160,22 +170,16 @@ func (p *Plane) Apply(id string, spec Spec) error {
 		}
 		if r.down == "" && spec.HealthCheck.Protocol != "" {
 			k := checkKey{addr: be.Addr, hc: spec.HealthCheck}
-			c := checkers[k]
-			if c == nil {
-				c = b.checkers[k]
+			if !checkers[k] {
+				p.acquireChecker(k)
+				checkers[k] = true
 			}
-			if c == nil {
-				c = p.startChecker(k)
-			}
-			checkers[k] = c
-			r.checker = c
+			r.checker = p.checkers[k].c
 		}
 		t.backends = append(t.backends, r)
 	}
-	for k, c := range b.checkers {
-		if checkers[k] == nil {
-			c.stop()
-		}
+	for k := range b.checkers {
+		p.releaseChecker(k)
 	}
 	b.checkers = checkers
 
@@ -214,7 +218,7 @@ func (p *Plane) Remove(id string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if b := p.lbs[id]; b != nil {
-		b.close()
+		p.closeBalancer(b)
 		delete(p.lbs, id)
 	}
 }
@@ -224,7 +228,7 @@ func (p *Plane) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id, b := range p.lbs {
-		b.close()
+		p.closeBalancer(b)
 		delete(p.lbs, id)
 	}
 }
@@ -258,14 +262,39 @@ func (r route) health() Health {
 	return r.checker.current()
 }
 
-func (b *balancer) close() {
+// closeBalancer closes b's listeners and releases its checkers; p.mu is held.
+func (p *Plane) closeBalancer(b *balancer) {
 	for k, l := range b.listeners {
 		l.Close()
 		delete(b.listeners, k)
 	}
-	for k, c := range b.checkers {
-		c.stop()
+	for k := range b.checkers {
+		p.releaseChecker(k)
 		delete(b.checkers, k)
+	}
+}
+
+// acquireChecker takes a reference on the checker of k, starting it if
+// needed; p.mu is held.
+func (p *Plane) acquireChecker(k checkKey) {
+	sc := p.checkers[k]
+	if sc == nil {
+		sc = &sharedChecker{c: p.startChecker(k)}
+		p.checkers[k] = sc
+	}
+	sc.refs++
+}
+
+// releaseChecker drops a reference, stopping the checker with the last
+// one; p.mu is held.
+func (p *Plane) releaseChecker(k checkKey) {
+	sc := p.checkers[k]
+	if sc == nil {
+		return
+	}
+	if sc.refs--; sc.refs <= 0 {
+		sc.c.stop()
+		delete(p.checkers, k)
 	}
 }
 
