@@ -419,7 +419,7 @@ func (s *Server) activate(id string) {
 			return err
 		}
 		provisioning = lb.State == api.LBProvisioning
-		spec = planSpec(tx, lb)
+		spec = planSpec(newResolver(tx), lb)
 		return nil
 	})
 	if err != nil || !provisioning {
@@ -455,52 +455,63 @@ func (s *Server) activate(id string) {
 // reconcileLB makes the data plane of load balancer id match the store:
 // listening when it is active, removed when it is not or is gone. It also
 // drops the provisioning timer of a load balancer that no longer needs it.
-func (s *Server) reconcileLB(id string) {
+func (s *Server) reconcileLB(id string) { s.reconcileLBs([]string{id}) }
+
+// reconcileLBs reconciles several load balancers from one consistent read,
+// resolving each target instance once.
+func (s *Server) reconcileLBs(ids []string) {
 	s.planeMu.Lock()
 	defer s.planeMu.Unlock()
-	if s.closed {
+	if s.closed || len(ids) == 0 {
 		return
 	}
-	var spec dataplane.Spec
-	state := ""
+	specs := make([]dataplane.Spec, len(ids))
+	states := make([]string, len(ids))
 	err := s.store.View(func(tx *store.Tx) error {
-		lb, err := store.Get[lbRecord](tx, store.LoadBalancers, id)
-		if err != nil {
-			return err
+		res := newResolver(tx)
+		for i, id := range ids {
+			lb, err := store.Get[lbRecord](tx, store.LoadBalancers, id)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			states[i] = lb.State
+			specs[i] = planSpec(res, lb)
 		}
-		state = lb.State
-		spec = planSpec(tx, lb)
 		return nil
 	})
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		s.log.Error(err, "read load balancer for data plane", "loadBalancer", id)
+	if err != nil {
+		s.log.Error(err, "read load balancers for data plane", "loadBalancers", ids)
 		return
-	}
-	if t := s.timers[id]; t != nil && state != api.LBProvisioning {
-		t.Stop()
-		delete(s.timers, id)
 	}
 	plane := s.plane.Load()
-	if plane == nil {
-		return
-	}
-	if state != api.LBActive {
-		plane.Remove(id)
-		return
-	}
-	if err := plane.Apply(id, spec); err != nil {
-		s.log.Error(err, "data plane incomplete", "loadBalancer", id)
+	for i, id := range ids {
+		if t := s.timers[id]; t != nil && states[i] != api.LBProvisioning {
+			t.Stop()
+			delete(s.timers, id)
+		}
+		if plane == nil {
+			continue
+		}
+		if states[i] != api.LBActive {
+			plane.Remove(id)
+			continue
+		}
+		if err := plane.Apply(id, specs[i]); err != nil {
+			s.log.Error(err, "data plane incomplete", "loadBalancer", id)
+		}
 	}
 }
 
 // planSpec translates a stored load balancer into the data plane's terms.
-func planSpec(tx *store.Tx, lb lbRecord) dataplane.Spec {
+func planSpec(res *resolver, lb lbRecord) dataplane.Spec {
 	vip, _ := netip.ParseAddr(lb.VIP)
 	spec := dataplane.Spec{VIP: vip}
 	for _, l := range lb.Listeners {
 		spec.Listeners = append(spec.Listeners, dataplane.Listener{Protocol: l.Protocol, Port: l.Port, TargetPort: l.TargetPort})
 	}
-	res := newResolver(tx)
 	for _, t := range lb.Targets {
 		spec.Backends = append(spec.Backends, res.resolve(t))
 	}
@@ -535,9 +546,7 @@ func planSpec(tx *store.Tx, lb lbRecord) dataplane.Spec {
 // reconcileLBsTargeting re-applies the load balancers that target
 // instance id, after the instance stopped, started or was deleted.
 func (s *Server) reconcileLBsTargeting(instanceID string) {
-	for _, id := range s.targets.lbsOf(instanceID) {
-		s.reconcileLB(id)
-	}
+	s.reconcileLBs(s.targets.lbsOf(instanceID))
 }
 
 // targetIndex maps instances to the load balancers that target them, so an

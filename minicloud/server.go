@@ -110,14 +110,16 @@ func (s *Server) Start(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("restore load balancers: %w", err)
 	}
+	var active []string
 	for _, lb := range lbs {
 		s.targets.set(lb.ID, lb.Targets)
 		if lb.State == api.LBProvisioning {
 			s.scheduleActivation(lb.ID, time.Until(lb.CreatedAt.Add(s.cfg.LBProvisionDelay)))
 			continue
 		}
-		s.reconcileLB(lb.ID)
+		active = append(active, lb.ID)
 	}
+	s.reconcileLBs(active)
 	return nil
 }
 
