@@ -1,9 +1,11 @@
 package minicloud
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -148,5 +150,57 @@ func TestServeTokenFile(t *testing.T) {
 	o = serveOptions{stateDir: dir, tokenFile: tf, tokens: []string{"other"}}
 	if got, err := o.resolveTokens(cmd); err != nil || len(got) != 2 || got[1] != "secret" {
 		t.Fatalf("--token plus --token-file: %v, %v", got, err)
+	}
+}
+
+func TestServe(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pr, pw := io.Pipe()
+	cmd := NewCommand()
+	cmd.SetOut(pw)
+	cmd.SetErr(io.Discard)
+	cmd.SetArgs([]string{"serve", "--listen", "127.0.0.1:0", "--state-dir", dir, "--lb-provision-delay", "0s",
+		"--vip-cidr", "127.101.77.0/24", "--instance-cidr", "127.11.77.0/24", "--rate-limit", "100"})
+	done := make(chan error, 1)
+	go func() {
+		done <- cmd.ExecuteContext(ctx)
+		pw.Close()
+	}()
+	url := ""
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "minicloud listening on "); ok {
+			url, _, _ = strings.Cut(rest, " ")
+			break
+		}
+	}
+	go io.Copy(io.Discard, pr)
+	if url == "" {
+		t.Fatalf("serve did not report its address: %v", <-done)
+	}
+	token, err := os.ReadFile(filepath.Join(dir, tokenFileName))
+	if err != nil {
+		t.Fatalf("serve did not write a token: %v", err)
+	}
+	c, err := client.New(url, strings.TrimSpace(string(token)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "n", Type: "mc.small", Zone: "mc-central-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inst.PrivateIP != "127.11.77.1" {
+		t.Errorf("--instance-cidr not applied: %s", inst.PrivateIP)
+	}
+	lb, err := c.CreateLoadBalancer(ctx, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 18095, TargetPort: 1}}})
+	if err != nil || lb.State != api.LBActive || lb.VIP != "127.101.77.1" {
+		t.Errorf("--lb-provision-delay 0s / --vip-cidr not applied: %+v, %v", lb, err)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("serve after cancel: %v", err)
 	}
 }
