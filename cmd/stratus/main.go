@@ -33,5 +33,6 @@ func newCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(minicloud.NewCommand())
+	root.AddCommand(newDevCommand())
 	return root
 }

@@ -1,0 +1,529 @@
+package devenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/stratus-ccm/stratus/minicloud"
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/client"
+)
+
+// Defaults of `stratus dev`.
+const (
+	// DefaultStateDir holds everything a dev environment keeps.
+	DefaultStateDir = ".stratus/dev"
+	// DefaultNodes is how many nodes a new environment starts with.
+	DefaultNodes = 3
+	// NodeTagKey and NodeTagValue mark the minicloud instances that get a
+	// simulated kubelet and join the cluster.
+	NodeTagKey   = "stratus-dev"
+	NodeTagValue = "node"
+	// ClusterName is the --cluster-name of the manager.
+	ClusterName = "stratus-dev"
+	// ReadyLine is printed once the cluster, the cloud, the manager and the
+	// first nodes are up.
+	ReadyLine = "stratus dev: ready"
+	// instanceType is the type of the instances stratus dev creates.
+	instanceType = "mc.small"
+	// fleetPeriod is how often minicloud is asked which instances run.
+	fleetPeriod = 2 * time.Second
+)
+
+// Options configure Run. Zero values take the defaults.
+type Options struct {
+	// StateDir holds the cluster (etcd data, certificates), the cloud's
+	// database, kubeconfig, env and logs/. Default DefaultStateDir.
+	StateDir string
+	// Nodes is how many instances (and kubelets) the environment has at
+	// least; existing ones are reused. Default DefaultNodes.
+	Nodes int
+	// PortBase, if set, is the first of the consecutive ports used (see
+	// Ports); otherwise free ports are picked.
+	PortBase int
+	// RepoRoot is the stratus repository, used to build the control-plane
+	// binaries (hack/kubebins/build.sh) and stratus-ccm when needed.
+	RepoRoot string
+	// KubeBinDir holds etcd, kube-apiserver and kube-controller-manager; if
+	// empty they are built (once) by hack/kubebins/build.sh in RepoRoot.
+	KubeBinDir string
+	// ManagerBinary is the stratus-ccm to run; if empty, the stratus-ccm
+	// next to the running executable, else one built from RepoRoot.
+	ManagerBinary string
+	// NoManager runs everything but the manager (to run it yourself, e.g.
+	// in a debugger, with the flags in <state-dir>/manager.args).
+	NoManager bool
+	// Out receives the readable stream: progress, what stratus did, the
+	// summary and ReadyLine. Default os.Stdout.
+	Out io.Writer
+}
+
+func (o *Options) defaults() error {
+	if o.StateDir == "" {
+		o.StateDir = DefaultStateDir
+	}
+	abs, err := filepath.Abs(o.StateDir)
+	if err != nil {
+		return fmt.Errorf("state dir %s: %w", o.StateDir, err)
+	}
+	o.StateDir = abs
+	if o.Nodes == 0 {
+		o.Nodes = DefaultNodes
+	}
+	if o.Nodes < 0 {
+		return fmt.Errorf("--nodes %d: must not be negative", o.Nodes)
+	}
+	if o.PortBase != 0 && (o.PortBase < 1024 || o.PortBase+portCount > 65535) {
+		return fmt.Errorf("--port-base %d: must be in [1024, %d]", o.PortBase, 65535-portCount)
+	}
+	if o.Out == nil {
+		o.Out = os.Stdout
+	}
+	return nil
+}
+
+// Run starts the dev environment and keeps it running until ctx is done
+// (Ctrl-C), then stops every process it started. It returns early with an
+// error when a component fails.
+func Run(ctx context.Context, opts Options) error {
+	if err := opts.defaults(); err != nil {
+		return err
+	}
+	e := &env{opts: opts, out: opts.Out}
+	return e.run(ctx)
+}
+
+// env is one running dev environment.
+type env struct {
+	opts  Options
+	out   io.Writer
+	ports Ports
+	cp    *ControlPlane
+	cloud struct {
+		url, token, tokenFile string
+		client                *client.Client
+	}
+}
+
+func (e *env) say(format string, args ...any) {
+	fmt.Fprintf(e.out, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+func (e *env) run(ctx context.Context) error {
+	if err := os.MkdirAll(e.opts.StateDir, 0o755); err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	logger, closeLog, err := fileLogger(filepath.Join(e.opts.StateDir, "logs", "stratus-dev.log"))
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	ctx = log.IntoContext(ctx, logger)
+
+	bins, err := e.kubeBins(ctx)
+	if err != nil {
+		return err
+	}
+	if e.ports, err = e.choosePorts(); err != nil {
+		return err
+	}
+
+	// Every component is stopped when run returns, in reverse start order,
+	// even when ctx is already done (Ctrl-C).
+	stopCtx := context.WithoutCancel(ctx)
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	e.say("starting etcd, kube-apiserver and kube-controller-manager (logs in %s)", filepath.Join(e.opts.StateDir, "logs"))
+	e.cp = &ControlPlane{Dir: e.opts.StateDir, BinDir: bins, Ports: e.ports, ControllerManager: true}
+	if err := e.cp.Start(runCtx); err != nil {
+		return err
+	}
+	defer e.cp.Stop(stopCtx)
+	failed := e.cp.Exited(runCtx)
+	restCfg, err := e.cp.RESTConfig()
+	if err != nil {
+		return err
+	}
+	cs, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes client: %w", err)
+	}
+
+	e.say("starting minicloud on 127.0.0.1:%d", e.ports.Minicloud)
+	cloudDone, err := e.startCloud(runCtx, logger.WithName("minicloud"))
+	if err != nil {
+		return err
+	}
+	defer func() { cancel(); <-cloudDone }()
+
+	if err := e.writeEnvFile(); err != nil {
+		return err
+	}
+	nodes, err := e.ensureInstances(runCtx)
+	if err != nil {
+		return err
+	}
+
+	n := &narrator{out: e.out, client: cs}
+	narratorDone := make(chan struct{})
+	go func() { defer close(narratorDone); n.run(runCtx) }()
+	defer func() { cancel(); <-narratorDone }()
+
+	if !e.opts.NoManager {
+		mgr, err := e.startManager(runCtx)
+		if err != nil {
+			return err
+		}
+		defer mgr.stop(stopCtx, stopGrace)
+		mgrFailed := make(chan error, 1)
+		go func() {
+			select {
+			case <-mgr.exited():
+				mgrFailed <- mgr.exitErr()
+			case <-runCtx.Done():
+			}
+		}()
+		failed = mergeErrs(runCtx, failed, mgrFailed)
+	} else if err := e.writeManagerArgs(); err != nil {
+		return err
+	}
+
+	f := &fleet{cloud: e.cloud.client, client: cs, say: e.say}
+	fleetDone := make(chan struct{})
+	go func() { defer close(fleetDone); f.run(runCtx) }()
+	defer func() { cancel(); <-fleetDone }()
+
+	if err := waitNodesRegistered(runCtx, cs, nodes, failed); err != nil {
+		if ctx.Err() != nil {
+			return nil // Ctrl-C while starting
+		}
+		return err
+	}
+	e.summary(nodes)
+	fmt.Fprintln(e.out, ReadyLine)
+
+	select {
+	case <-ctx.Done():
+		e.say("stopping (Ctrl-C): kubelets, manager, minicloud, control plane")
+		return nil
+	case err := <-failed:
+		return fmt.Errorf("%w (logs in %s)", err, filepath.Join(e.opts.StateDir, "logs"))
+	}
+}
+
+// kubeBins returns the folder of the control-plane binaries, building them
+// (with progress on the terminal) the first time.
+func (e *env) kubeBins(ctx context.Context) (string, error) {
+	if e.opts.KubeBinDir != "" {
+		return e.opts.KubeBinDir, nil
+	}
+	if e.opts.RepoRoot == "" {
+		return "", errors.New("control-plane binaries: run from the stratus repository or pass --kube-bin-dir")
+	}
+	script := filepath.Join(e.opts.RepoRoot, "hack", "kubebins", "build.sh")
+	build := exec.CommandContext(ctx, script)
+	build.Dir = e.opts.RepoRoot
+	build.Stdout, build.Stderr = e.out, e.out
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build control-plane binaries (%s): %w", script, err)
+	}
+	dir, err := exec.CommandContext(ctx, script, "--print-dir").Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --print-dir: %w", script, err)
+	}
+	return strings.TrimSpace(string(dir)), nil
+}
+
+func (e *env) choosePorts() (Ports, error) {
+	if e.opts.PortBase != 0 {
+		return PortsFrom(e.opts.PortBase), nil
+	}
+	return FreePorts()
+}
+
+// addressPools derives the cloud's address pools from the state dir, so two
+// environments on one machine (two users, or a test run next to a developer)
+// get different loopback addresses, and a restart gets the same ones.
+func addressPools(stateDir string) (instances, public, vips netip.Prefix) {
+	h := fnv.New32a()
+	h.Write([]byte(stateDir))
+	octet := byte(200 + h.Sum32()%50) // 127.200-249.x.x: clear of minicloudtest's pools
+	instances = netip.PrefixFrom(netip.AddrFrom4([4]byte{127, octet, 0, 0}), 18)
+	public = netip.PrefixFrom(netip.AddrFrom4([4]byte{127, octet, 64, 0}), 18)
+	vips = netip.PrefixFrom(netip.AddrFrom4([4]byte{127, octet, 128, 0}), 17)
+	return instances, public, vips
+}
+
+// startCloud runs minicloud in this process; the returned channel is closed
+// once it stopped.
+func (e *env) startCloud(ctx context.Context, logger logr.Logger) (<-chan struct{}, error) {
+	dir := filepath.Join(e.opts.StateDir, "minicloud")
+	token, tokenFile, err := loadOrCreateToken(dir)
+	if err != nil {
+		return nil, err
+	}
+	cfg := minicloud.DefaultConfig()
+	cfg.StateDir = dir
+	cfg.Tokens = []string{token}
+	cfg.InstanceCIDR, cfg.PublicCIDR, cfg.VIPCIDR = addressPools(e.opts.StateDir)
+	cfg.Logger = logger
+	srv, err := minicloud.NewServer(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("minicloud: %w", err)
+	}
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.Minicloud)))
+	if err != nil {
+		srv.Close()
+		return nil, fmt.Errorf("minicloud: %w", err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := srv.Serve(ctx, ln); err != nil {
+			logger.Error(err, "minicloud stopped")
+		}
+	}()
+	e.cloud.url = "http://" + ln.Addr().String()
+	e.cloud.token, e.cloud.tokenFile = token, tokenFile
+	if e.cloud.client, err = client.New(e.cloud.url, token, client.WithUserAgent("stratus-dev")); err != nil {
+		return done, fmt.Errorf("minicloud client: %w", err)
+	}
+	return done, nil
+}
+
+// loadOrCreateToken returns the cloud's token from <dir>/token, creating it
+// the first time (where `stratus minicloud` client commands also look).
+func loadOrCreateToken(dir string) (token, path string, err error) {
+	path = filepath.Join(dir, "token")
+	if raw, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(raw)) != "" {
+		return strings.TrimSpace(string(raw)), path, nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", "", fmt.Errorf("minicloud token: %w", err)
+	}
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", "", fmt.Errorf("minicloud token: %w", err)
+	}
+	token = hex.EncodeToString(b)
+	if err := os.WriteFile(path, []byte(token+"\n"), 0o600); err != nil {
+		return "", "", fmt.Errorf("minicloud token: %w", err)
+	}
+	return token, path, nil
+}
+
+// ensureInstances makes sure at least opts.Nodes instances carry the node
+// tag, creating node-1, node-2, ... spread over the zones, and returns the
+// names of the running ones.
+func (e *env) ensureInstances(ctx context.Context) ([]string, error) {
+	existing, err := e.cloud.client.ListInstances(ctx, client.ListOptions{Tags: map[string]string{NodeTagKey: NodeTagValue}})
+	if err != nil {
+		return nil, fmt.Errorf("list instances: %w", err)
+	}
+	names := map[string]bool{}
+	var running []string
+	for _, in := range existing {
+		names[in.Name] = true
+		if in.State == api.InstanceRunning {
+			running = append(running, in.Name)
+		}
+	}
+	for i := 1; len(names) < e.opts.Nodes; i++ {
+		name := "node-" + strconv.Itoa(i)
+		if names[name] {
+			continue
+		}
+		in, err := e.cloud.client.CreateInstance(ctx, api.InstanceCreate{
+			Name: name, Type: instanceType, Zone: minicloud.Zones[(i-1)%len(minicloud.Zones)],
+			Tags: map[string]string{NodeTagKey: NodeTagValue},
+		}, client.WithIdempotencyKey(e.opts.StateDir+"/"+name))
+		if err != nil {
+			return nil, fmt.Errorf("create instance %s: %w", name, err)
+		}
+		e.say("minicloud: created instance %s (%s, %s, %s)", in.Name, in.ID, in.Zone, in.PrivateIP)
+		names[name] = true
+		running = append(running, in.Name)
+	}
+	sort.Strings(running)
+	return running, nil
+}
+
+// managerArgs are the flags of stratus-ccm in the dev environment.
+func (e *env) managerArgs() []string {
+	return []string{
+		"--kubeconfig=" + e.cp.KubeconfigPath(),
+		"--cloud-provider=minicloud",
+		"--cloud-config=" + e.cloudConfigPath(),
+		"--cluster-name=" + ClusterName,
+		"--cluster-cidr=" + ClusterCIDR,
+		"--configure-cloud-routes=true",
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(e.ports.Manager),
+		"--node-monitor-period=5s",
+		"--route-reconciliation-period=5s",
+	}
+}
+
+func (e *env) cloudConfigPath() string { return filepath.Join(e.opts.StateDir, "minicloud.yaml") }
+
+// writeCloudConfig writes the provider's cloud-config: where minicloud is
+// and the file holding its token (never the token itself).
+func (e *env) writeCloudConfig() error {
+	body := fmt.Sprintf("url: %s\ntokenFile: %s\n", e.cloud.url, e.cloud.tokenFile)
+	if err := os.WriteFile(e.cloudConfigPath(), []byte(body), 0o644); err != nil {
+		return fmt.Errorf("write cloud-config: %w", err)
+	}
+	return nil
+}
+
+func (e *env) writeManagerArgs() error {
+	if err := e.writeCloudConfig(); err != nil {
+		return err
+	}
+	path := filepath.Join(e.opts.StateDir, "manager.args")
+	if err := os.WriteFile(path, []byte(strings.Join(e.managerArgs(), "\n")+"\n"), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	e.say("manager not started (--no-manager); run: stratus-ccm $(cat %s)", path)
+	return nil
+}
+
+func (e *env) startManager(ctx context.Context) (*process, error) {
+	bin, err := e.managerBinary(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := e.writeCloudConfig(); err != nil {
+		return nil, err
+	}
+	e.say("starting stratus-ccm (%s)", bin)
+	env := []string{"MINICLOUD_URL=" + e.cloud.url, "MINICLOUD_TOKEN_FILE=" + e.cloud.tokenFile}
+	return startProcess("stratus-ccm", bin, e.managerArgs(), env, filepath.Join(e.cp.LogDir(), "stratus-ccm.log"))
+}
+
+// managerBinary finds stratus-ccm: the option, next to this executable
+// (make dev builds both into bin/), or built from the repository.
+func (e *env) managerBinary(ctx context.Context) (string, error) {
+	if e.opts.ManagerBinary != "" {
+		return e.opts.ManagerBinary, nil
+	}
+	if self, err := os.Executable(); err == nil {
+		p := filepath.Join(filepath.Dir(self), "stratus-ccm")
+		if _, err := os.Stat(p); err == nil {
+			return p, nil
+		}
+	}
+	if e.opts.RepoRoot == "" {
+		return "", errors.New("stratus-ccm not found next to stratus; pass --manager-binary or run from the repository")
+	}
+	out := filepath.Join(e.opts.StateDir, "bin", "stratus-ccm")
+	e.say("building stratus-ccm into %s", out)
+	build := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/stratus-ccm")
+	build.Dir = e.opts.RepoRoot
+	build.Stdout, build.Stderr = e.out, e.out
+	if err := build.Run(); err != nil {
+		return "", fmt.Errorf("build stratus-ccm: %w", err)
+	}
+	return out, nil
+}
+
+// EnvFile is the name of the shell file in the state dir that points
+// kubectl and the minicloud commands at the environment.
+const EnvFile = "env"
+
+func (e *env) writeEnvFile() error {
+	body := fmt.Sprintf("export KUBECONFIG=%s\nexport MINICLOUD_URL=%s\nexport MINICLOUD_TOKEN=%s\n",
+		shellQuote(e.cp.KubeconfigPath()), shellQuote(e.cloud.url), shellQuote(e.cloud.token))
+	path := filepath.Join(e.opts.StateDir, EnvFile)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func (e *env) summary(nodes []string) {
+	w := e.out
+	fmt.Fprintf(w, "\nstratus dev is running (state in %s)\n", e.opts.StateDir)
+	fmt.Fprintf(w, "  kube-apiserver  %s   kubeconfig %s\n", e.cp.APIServerURL(), e.cp.KubeconfigPath())
+	fmt.Fprintf(w, "  minicloud       %s   token in %s\n", e.cloud.url, e.cloud.tokenFile)
+	if e.opts.NoManager {
+		fmt.Fprintf(w, "  stratus-ccm     not started (--no-manager)\n")
+	} else {
+		fmt.Fprintf(w, "  stratus-ccm     health/metrics on https://127.0.0.1:%d\n", e.ports.Manager)
+	}
+	fmt.Fprintf(w, "  nodes           %s (simulated kubelets; NodePorts answer on each instance's private IP)\n", strings.Join(nodes, ", "))
+	fmt.Fprintf(w, "  logs            %s\n", e.cp.LogDir())
+	fmt.Fprintf(w, "\nNext, in another terminal:\n")
+	fmt.Fprintf(w, "  source %s\n", filepath.Join(e.opts.StateDir, EnvFile))
+	fmt.Fprintf(w, "  kubectl get nodes -o wide\n")
+	fmt.Fprintf(w, "  kubectl create deployment web --image=nginx && kubectl expose deployment web --type=LoadBalancer --port=80\n")
+	fmt.Fprintf(w, "  bin/stratus minicloud instances create --name extra --tag %s=%s\n", NodeTagKey, NodeTagValue)
+	fmt.Fprintf(w, "  bin/stratus dev demo     # walks through the whole story\n\n")
+}
+
+// waitNodesRegistered waits until every named node exists, or a component
+// fails.
+func waitNodesRegistered(ctx context.Context, cs kubernetes.Interface, names []string, failed <-chan error) error {
+	t := time.NewTicker(500 * time.Millisecond)
+	defer t.Stop()
+	deadline := time.NewTimer(3 * time.Minute)
+	defer deadline.Stop()
+	for {
+		missing := 0
+		for _, n := range names {
+			if _, err := cs.CoreV1().Nodes().Get(ctx, n, metav1.GetOptions{}); err != nil {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-failed:
+			return err
+		case <-deadline.C:
+			return fmt.Errorf("%d of %d nodes did not register within 3m", missing, len(names))
+		case <-t.C:
+		}
+	}
+}
+
+// mergeErrs forwards the first error of a or b.
+func mergeErrs(ctx context.Context, a, b <-chan error) <-chan error {
+	out := make(chan error, 1)
+	go func() {
+		select {
+		case err := <-a:
+			out <- err
+		case err := <-b:
+			out <- err
+		case <-ctx.Done():
+		}
+	}()
+	return out
+}
