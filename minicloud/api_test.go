@@ -3,6 +3,7 @@ package minicloud_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -487,7 +488,7 @@ func TestFaults(t *testing.T) {
 	}
 	_, err := c.GetInstance(ctx, inst.ID)
 	var apiErr *client.Error
-	if !errorsAs(err, &apiErr) || apiErr.StatusCode != 500 {
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != 500 {
 		t.Fatalf("GET with error_rate 1: %v, want 500", err)
 	}
 	if _, err := c.ListInstances(ctx, client.ListOptions{}); err != nil {
@@ -644,7 +645,7 @@ func TestLoadBalancerAPI(t *testing.T) {
 	if len(lb.TargetHealth) != 2 || lb.TargetHealth[0].State != api.HealthUnknown {
 		t.Errorf("target health while provisioning: %+v", lb.TargetHealth)
 	}
-	active := waitLB(t, c, lb.ID, func(lb *api.LoadBalancer) bool { return lb.State == api.LBActive })
+	active := mc.WaitLoadBalancer(t, lb.ID, minicloudtest.Active)
 	if active.TargetHealth[0].IP != inst.PrivateIP || active.TargetHealth[1].IP != "127.0.0.9" {
 		t.Errorf("target health IPs: %+v", active.TargetHealth)
 	}

@@ -2,6 +2,7 @@ package minicloud_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
-	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
 )
 
@@ -17,8 +17,8 @@ import (
 type lbFixture struct {
 	mc   *minicloudtest.Cloud
 	a, b *api.Instance
-	ba   *backend
-	bb   *backend
+	ba   *minicloudtest.Backend
+	bb   *minicloudtest.Backend
 	port int // the backends' port
 }
 
@@ -28,9 +28,9 @@ func newLBFixture(t *testing.T, tcp, udp bool, healthPort int) *lbFixture {
 	f := &lbFixture{mc: mc}
 	f.a = newInstance(t, mc.Client, "a", nil)
 	f.b = newInstance(t, mc.Client, "b", nil)
-	f.ba = startBackend(t, "a", f.a.PrivateIP, 0, tcp, udp, healthPort)
-	f.port = f.ba.port
-	f.bb = startBackend(t, "b", f.b.PrivateIP, f.port, tcp, udp, healthPort)
+	f.ba = minicloudtest.StartBackend(t, "a", f.a.PrivateIP, minicloudtest.BackendOptions{TCP: tcp, UDP: udp, HealthPort: healthPort})
+	f.port = f.ba.Port
+	f.bb = minicloudtest.StartBackend(t, "b", f.b.PrivateIP, minicloudtest.BackendOptions{Port: f.port, TCP: tcp, UDP: udp, HealthPort: healthPort})
 	return f
 }
 
@@ -43,7 +43,7 @@ func (f *lbFixture) create(t *testing.T, spec api.LoadBalancerSpec) *api.LoadBal
 	if err != nil {
 		t.Fatal(err)
 	}
-	return waitLB(t, f.mc.Client, lb.ID, func(lb *api.LoadBalancer) bool { return lb.State == api.LBActive })
+	return f.mc.WaitLoadBalancer(t, lb.ID, minicloudtest.Active)
 }
 
 func vipAddr(lb *api.LoadBalancer, port int) string {
@@ -51,9 +51,9 @@ func vipAddr(lb *api.LoadBalancer, port int) string {
 }
 
 // waitHealth waits until the target with ip has state.
-func waitHealth(t *testing.T, c *client.Client, id, ip, state string) {
+func waitHealth(t *testing.T, mc *minicloudtest.Cloud, id, ip, state string) {
 	t.Helper()
-	waitLB(t, c, id, func(lb *api.LoadBalancer) bool {
+	mc.WaitLoadBalancer(t, id, func(lb *api.LoadBalancer) bool {
 		for _, th := range lb.TargetHealth {
 			if th.IP == ip {
 				return th.State == state
@@ -66,12 +66,12 @@ func waitHealth(t *testing.T, c *client.Client, id, ip, state string) {
 func TestTCPTrafficThroughVIP(t *testing.T) {
 	f := newLBFixture(t, true, false, 0)
 	lb := f.create(t, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 18080, TargetPort: f.port}}})
-	got := hits(t, vipAddr(lb, 18080), 6)
+	got := minicloudtest.CountTCP(t, vipAddr(lb, 18080), 6)
 	if got["a"] == 0 || got["b"] == 0 || got["a"]+got["b"] != 6 {
 		t.Fatalf("connections per backend %v, want both used", got)
 	}
 	// The proxied connection carries data both ways.
-	_, c, err := dialVIP(vipAddr(lb, 18080), "")
+	_, c, err := minicloudtest.DialTCP(vipAddr(lb, 18080), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,7 @@ func TestTCPTrafficThroughVIP(t *testing.T) {
 	}
 	buf := make([]byte, 6)
 	c.SetReadDeadline(time.Now().Add(3 * time.Second))
-	if _, err := ioReadFull(c, buf); err != nil || string(buf) != "hello\n" {
+	if _, err := io.ReadFull(c, buf); err != nil || string(buf) != "hello\n" {
 		t.Fatalf("echo through VIP: %q, %v", buf, err)
 	}
 }
@@ -92,7 +92,7 @@ func TestUDPTrafficThroughVIP(t *testing.T) {
 	got := map[string]int{}
 	for i := range 4 {
 		// A fresh socket per question: a new session, spread round-robin.
-		answer, err := udpAsk(vipAddr(lb, 15353), "q"+strconv.Itoa(i))
+		answer, err := minicloudtest.AskUDP(vipAddr(lb, 15353), "q"+strconv.Itoa(i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -116,17 +116,17 @@ func TestHealthCheckTakesBackendOutAndIn(t *testing.T) {
 		HealthCheck: &api.HealthCheck{Protocol: "HTTP", Port: healthPort, Path: "/healthz", IntervalSeconds: 1},
 	})
 	c := f.mc.Client
-	waitHealth(t, c, lb.ID, f.a.PrivateIP, api.HealthHealthy)
-	waitHealth(t, c, lb.ID, f.b.PrivateIP, api.HealthHealthy)
+	waitHealth(t, f.mc, lb.ID, f.a.PrivateIP, api.HealthHealthy)
+	waitHealth(t, f.mc, lb.ID, f.b.PrivateIP, api.HealthHealthy)
 
-	f.ba.healthy.Store(false)
-	waitHealth(t, c, lb.ID, f.a.PrivateIP, api.HealthUnhealthy)
-	if got := hits(t, vipAddr(lb, 18080), 4); got["b"] != 4 {
+	f.ba.SetHealthy(false)
+	waitHealth(t, f.mc, lb.ID, f.a.PrivateIP, api.HealthUnhealthy)
+	if got := minicloudtest.CountTCP(t, vipAddr(lb, 18080), 4); got["b"] != 4 {
 		t.Fatalf("with a unhealthy, connections went to %v; want all to b", got)
 	}
-	f.ba.healthy.Store(true)
-	waitHealth(t, c, lb.ID, f.a.PrivateIP, api.HealthHealthy)
-	if got := hits(t, vipAddr(lb, 18080), 4); got["a"] == 0 {
+	f.ba.SetHealthy(true)
+	waitHealth(t, f.mc, lb.ID, f.a.PrivateIP, api.HealthHealthy)
+	if got := minicloudtest.CountTCP(t, vipAddr(lb, 18080), 4); got["a"] == 0 {
 		t.Fatalf("a healthy again but got no connections: %v", got)
 	}
 
@@ -141,27 +141,26 @@ func TestHealthCheckTakesBackendOutAndIn(t *testing.T) {
 	if th := got.TargetHealth[1]; th.State != api.HealthUnhealthy || !strings.Contains(th.Reason, "stopped") {
 		t.Fatalf("stopped instance health %+v", th)
 	}
-	if got := hits(t, vipAddr(lb, 18080), 3); got["a"] != 3 {
+	if got := minicloudtest.CountTCP(t, vipAddr(lb, 18080), 3); got["a"] != 3 {
 		t.Fatalf("with b stopped, connections went to %v", got)
 	}
 }
 
 func TestTCPHealthCheckDeadBackend(t *testing.T) {
 	f := newLBFixture(t, true, false, 0)
-	// No health check given: TCP connect to the target port.
+	// TCP health check on the target port (port 0 = the first listener's).
 	lb := f.create(t, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 18080, TargetPort: f.port}},
 		HealthCheck: &api.HealthCheck{Protocol: "TCP", IntervalSeconds: 1}})
-	c := f.mc.Client
-	waitHealth(t, c, lb.ID, f.a.PrivateIP, api.HealthHealthy)
+	waitHealth(t, f.mc, lb.ID, f.a.PrivateIP, api.HealthHealthy)
 
-	f.ba.stopTCP()
-	waitHealth(t, c, lb.ID, f.a.PrivateIP, api.HealthUnhealthy)
-	if got := hits(t, vipAddr(lb, 18080), 4); got["b"] != 4 {
+	f.ba.StopTCP()
+	waitHealth(t, f.mc, lb.ID, f.a.PrivateIP, api.HealthUnhealthy)
+	if got := minicloudtest.CountTCP(t, vipAddr(lb, 18080), 4); got["b"] != 4 {
 		t.Fatalf("with a dead, connections went to %v", got)
 	}
-	f.ba.listenTCP()
-	waitHealth(t, c, lb.ID, f.a.PrivateIP, api.HealthHealthy)
-	if got := hits(t, vipAddr(lb, 18080), 4); got["a"] == 0 {
+	f.ba.RestartTCP()
+	waitHealth(t, f.mc, lb.ID, f.a.PrivateIP, api.HealthHealthy)
+	if got := minicloudtest.CountTCP(t, vipAddr(lb, 18080), 4); got["a"] == 0 {
 		t.Fatalf("a back but got no connections: %v", got)
 	}
 }
@@ -170,7 +169,7 @@ func TestSourceRanges(t *testing.T) {
 	f := newLBFixture(t, true, false, 0)
 	lb := f.create(t, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 18080, TargetPort: f.port}},
 		SourceRanges: []string{"127.0.0.2/32"}})
-	name, c, err := dialVIP(vipAddr(lb, 18080), "127.0.0.2")
+	name, c, err := minicloudtest.DialTCP(vipAddr(lb, 18080), "127.0.0.2")
 	if err != nil {
 		t.Fatalf("allowed source: %v", err)
 	}
@@ -178,7 +177,7 @@ func TestSourceRanges(t *testing.T) {
 	if name != "a" && name != "b" {
 		t.Fatalf("answer %q", name)
 	}
-	if _, _, err := dialVIP(vipAddr(lb, 18080), "127.0.0.3"); err == nil {
+	if _, _, err := minicloudtest.DialTCP(vipAddr(lb, 18080), "127.0.0.3"); err == nil {
 		t.Fatal("a source outside source_ranges got an answer")
 	}
 	// Opening the range lets it in.
@@ -187,7 +186,7 @@ func TestSourceRanges(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if _, c, err := dialVIP(vipAddr(lb, 18080), "127.0.0.3"); err != nil {
+	if _, c, err := minicloudtest.DialTCP(vipAddr(lb, 18080), "127.0.0.3"); err != nil {
 		t.Fatalf("after widening source ranges: %v", err)
 	} else {
 		c.Close()
@@ -200,7 +199,7 @@ func TestUpdateAndDeleteLeaveOtherLBsAlone(t *testing.T) {
 	x := f.create(t, api.LoadBalancerSpec{Name: "x", Listeners: []api.Listener{{Protocol: "TCP", Port: 18081, TargetPort: f.port}}})
 	y := f.create(t, api.LoadBalancerSpec{Name: "y", Listeners: []api.Listener{{Protocol: "TCP", Port: 18081, TargetPort: f.port}}})
 	// A long-lived connection through y.
-	_, yc, err := dialVIP(vipAddr(y, 18081), "")
+	_, yc, err := minicloudtest.DialTCP(vipAddr(y, 18081), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +211,7 @@ func TestUpdateAndDeleteLeaveOtherLBsAlone(t *testing.T) {
 			t.Fatalf("connection through y: %v", err)
 		}
 		buf := make([]byte, 5)
-		if _, err := ioReadFull(yc, buf); err != nil || string(buf) != "ping\n" {
+		if _, err := io.ReadFull(yc, buf); err != nil || string(buf) != "ping\n" {
 			t.Fatalf("connection through y: %q, %v", buf, err)
 		}
 	}
@@ -225,10 +224,10 @@ func TestUpdateAndDeleteLeaveOtherLBsAlone(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	if !refused(vipAddr(x, 18081)) {
+	if !minicloudtest.Refused(vipAddr(x, 18081)) {
 		t.Error("x still listens on its removed port")
 	}
-	if got := hits(t, vipAddr(x, 18082), 3); got["b"] != 3 {
+	if got := minicloudtest.CountTCP(t, vipAddr(x, 18082), 3); got["b"] != 3 {
 		t.Errorf("x on its new port, only target b: %v", got)
 	}
 	echo()
@@ -236,11 +235,11 @@ func TestUpdateAndDeleteLeaveOtherLBsAlone(t *testing.T) {
 	if err := f.mc.Client.DeleteLoadBalancer(ctx, x.ID); err != nil {
 		t.Fatal(err)
 	}
-	if !refused(vipAddr(x, 18082)) {
+	if !minicloudtest.Refused(vipAddr(x, 18082)) {
 		t.Error("deleted x still listens")
 	}
 	echo()
-	if got := hits(t, vipAddr(y, 18081), 2); got["a"]+got["b"] != 2 {
+	if got := minicloudtest.CountTCP(t, vipAddr(y, 18081), 2); got["a"]+got["b"] != 2 {
 		t.Errorf("y after x was deleted: %v", got)
 	}
 }

@@ -111,8 +111,8 @@ func TestStateSurvivesKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	be := startBackend(t, "n1", inst.PrivateIP, 0, true, false, 0)
-	lb, err := c.CreateLoadBalancer(ctx, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 18090, TargetPort: be.port}},
+	be := minicloudtest.StartBackend(t, "n1", inst.PrivateIP, minicloudtest.BackendOptions{TCP: true})
+	lb, err := c.CreateLoadBalancer(ctx, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 18090, TargetPort: be.Port}},
 		Targets: []api.Target{{InstanceID: inst.ID}}}, client.WithIdempotencyKey("web-1"))
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +121,7 @@ func TestStateSurvivesKill9(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := hits(t, vipAddr(lb, 18090), 1); got["n1"] != 1 {
+	if got := minicloudtest.CountTCP(t, vipAddr(lb, 18090), 1); got["n1"] != 1 {
 		t.Fatalf("before the crash: %v", got)
 	}
 
@@ -129,7 +129,7 @@ func TestStateSurvivesKill9(t *testing.T) {
 		t.Fatal(err)
 	}
 	proc.Wait()
-	if !refused(vipAddr(lb, 18090)) {
+	if !minicloudtest.Refused(vipAddr(lb, 18090)) {
 		t.Fatal("VIP still answers after the server was killed")
 	}
 
@@ -147,16 +147,16 @@ func TestStateSurvivesKill9(t *testing.T) {
 	}
 	// The LB listens again.
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return !refused(vipAddr(lb, 18090)), nil
+		return !minicloudtest.Refused(vipAddr(lb, 18090)), nil
 	})
 	if err != nil {
 		t.Fatalf("LB VIP not listening after restart: %v", err)
 	}
-	if got := hits(t, vipAddr(lb, 18090), 2); got["n1"] != 2 {
+	if got := minicloudtest.CountTCP(t, vipAddr(lb, 18090), 2); got["n1"] != 2 {
 		t.Fatalf("after restart: %v", got)
 	}
 	// The idempotency key and the sequences survived too.
-	again, err := c.CreateLoadBalancer(ctx, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 18090, TargetPort: be.port}},
+	again, err := c.CreateLoadBalancer(ctx, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 18090, TargetPort: be.Port}},
 		Targets: []api.Target{{InstanceID: inst.ID}}}, client.WithIdempotencyKey("web-1"))
 	if err != nil || again.ID != lb.ID {
 		t.Fatalf("idempotent retry after restart: %+v, %v; want %s", again, err, lb.ID)
@@ -174,9 +174,9 @@ func TestRestartResumesProvisioning(t *testing.T) {
 	ctx := context.Background()
 	first := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 300 * time.Millisecond})
 	inst := newInstance(t, first.Client, "n", nil)
-	be := startBackend(t, "n", inst.PrivateIP, 0, true, false, 0)
+	be := minicloudtest.StartBackend(t, "n", inst.PrivateIP, minicloudtest.BackendOptions{TCP: true})
 	lb, err := first.Client.CreateLoadBalancer(ctx, api.LoadBalancerSpec{Name: "web",
-		Listeners: []api.Listener{{Protocol: "TCP", Port: 18091, TargetPort: be.port}}, Targets: []api.Target{{InstanceID: inst.ID}}})
+		Listeners: []api.Listener{{Protocol: "TCP", Port: 18091, TargetPort: be.Port}}, Targets: []api.Target{{InstanceID: inst.ID}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,14 +186,14 @@ func TestRestartResumesProvisioning(t *testing.T) {
 	cfg := first.Config
 	second := minicloudtest.Start(t, minicloudtest.Options{Token: first.Token, StateDir: cfg.StateDir, LBProvisionDelay: cfg.LBProvisionDelay,
 		InstanceCIDR: cfg.InstanceCIDR, PublicCIDR: cfg.PublicCIDR, VIPCIDR: cfg.VIPCIDR})
-	waitLB(t, second.Client, lb.ID, func(lb *api.LoadBalancer) bool { return lb.State == api.LBActive })
+	second.WaitLoadBalancer(t, lb.ID, minicloudtest.Active)
 	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
-		return !refused(vipAddr(lb, 18091)), nil
+		return !minicloudtest.Refused(vipAddr(lb, 18091)), nil
 	})
 	if err != nil {
 		t.Fatalf("LB that finished provisioning after a restart does not listen: %v", err)
 	}
-	if got := hits(t, vipAddr(lb, 18091), 1); got["n"] != 1 {
+	if got := minicloudtest.CountTCP(t, vipAddr(lb, 18091), 1); got["n"] != 1 {
 		t.Fatalf("traffic: %v", got)
 	}
 }

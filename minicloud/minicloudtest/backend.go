@@ -1,4 +1,4 @@
-package minicloud_test
+package minicloudtest
 
 import (
 	"bufio"
@@ -15,14 +15,19 @@ import (
 	"time"
 )
 
-// backend is a real server on an instance IP: TCP connections get its name
-// and then an echo; UDP datagrams are answered with "name:payload"; an
-// optional HTTP health endpoint answers 200 or 503.
-type backend struct {
-	t    *testing.T
-	name string
-	ip   string
-	port int
+// Backend is a real server on an instance IP, the target of load
+// balancers in tests: a TCP connection first receives the backend's name
+// and a newline, then an echo of what it sends; a UDP datagram is answered
+// with "name:payload"; the optional HTTP health endpoint /healthz answers
+// 200 while healthy and 503 otherwise.
+type Backend struct {
+	// Name identifies the backend in its answers.
+	Name string
+	// IP and Port are where it listens (TCP and UDP share the port).
+	IP   string
+	Port int
+
+	t testing.TB
 
 	mu  sync.Mutex
 	tcp net.Listener
@@ -32,21 +37,31 @@ type backend struct {
 	healthy atomic.Bool
 }
 
-// startBackend listens on ip:port (port 0 = any free port) for TCP and/or
-// UDP and, with healthPort > 0, serves /healthz there.
-func startBackend(t *testing.T, name, ip string, port int, tcp, udp bool, healthPort int) *backend {
+// BackendOptions say what a Backend serves.
+type BackendOptions struct {
+	// TCP and UDP select the protocols served on Port.
+	TCP, UDP bool
+	// Port is the port to listen on; 0 picks a free one (see Backend.Port),
+	// which keeps parallel tests apart.
+	Port int
+	// HealthPort, when not 0, serves HTTP /healthz on IP:HealthPort.
+	HealthPort int
+}
+
+// StartBackend starts a backend on ip until the test ends.
+func StartBackend(t testing.TB, name, ip string, o BackendOptions) *Backend {
 	t.Helper()
-	b := &backend{t: t, name: name, ip: ip, port: port}
+	b := &Backend{t: t, Name: name, IP: ip, Port: o.Port}
 	b.healthy.Store(true)
-	if tcp {
-		b.listenTCP()
+	if o.TCP {
+		b.RestartTCP()
 	}
-	if udp {
-		pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, strconv.Itoa(b.port)))
+	if o.UDP {
+		pc, err := net.ListenPacket("udp", net.JoinHostPort(ip, strconv.Itoa(b.Port)))
 		if err != nil {
 			t.Fatalf("backend %s: %v", name, err)
 		}
-		b.port = pc.LocalAddr().(*net.UDPAddr).Port
+		b.Port = pc.LocalAddr().(*net.UDPAddr).Port
 		b.udp = pc
 		b.wg.Add(1)
 		go func() {
@@ -61,8 +76,8 @@ func startBackend(t *testing.T, name, ip string, port int, tcp, udp bool, health
 			}
 		}()
 	}
-	if healthPort > 0 {
-		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(healthPort)))
+	if o.HealthPort > 0 {
+		ln, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(o.HealthPort)))
 		if err != nil {
 			t.Fatalf("backend %s health: %v", name, err)
 		}
@@ -77,7 +92,7 @@ func startBackend(t *testing.T, name, ip string, port int, tcp, udp bool, health
 		t.Cleanup(func() { srv.Close() })
 	}
 	t.Cleanup(func() {
-		b.stopTCP()
+		b.StopTCP()
 		if b.udp != nil {
 			b.udp.Close()
 		}
@@ -86,13 +101,17 @@ func startBackend(t *testing.T, name, ip string, port int, tcp, udp bool, health
 	return b
 }
 
-func (b *backend) listenTCP() {
+// SetHealthy makes /healthz answer 200 (true) or 503 (false).
+func (b *Backend) SetHealthy(ok bool) { b.healthy.Store(ok) }
+
+// RestartTCP listens for TCP on IP:Port (again, after StopTCP).
+func (b *Backend) RestartTCP() {
 	b.t.Helper()
-	ln, err := net.Listen("tcp", net.JoinHostPort(b.ip, strconv.Itoa(b.port)))
+	ln, err := net.Listen("tcp", net.JoinHostPort(b.IP, strconv.Itoa(b.Port)))
 	if err != nil {
-		b.t.Fatalf("backend %s: %v", b.name, err)
+		b.t.Fatalf("backend %s: %v", b.Name, err)
 	}
-	b.port = ln.Addr().(*net.TCPAddr).Port
+	b.Port = ln.Addr().(*net.TCPAddr).Port
 	b.mu.Lock()
 	b.tcp = ln
 	b.mu.Unlock()
@@ -108,14 +127,16 @@ func (b *backend) listenTCP() {
 			go func() {
 				defer b.wg.Done()
 				defer c.Close()
-				fmt.Fprintf(c, "%s\n", b.name)
+				fmt.Fprintf(c, "%s\n", b.Name)
 				io.Copy(c, c)
 			}()
 		}
 	}()
 }
 
-func (b *backend) stopTCP() {
+// StopTCP closes the TCP listener, so connections to the backend are
+// refused (established ones continue until the test ends).
+func (b *Backend) StopTCP() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.tcp != nil {
@@ -124,9 +145,10 @@ func (b *backend) stopTCP() {
 	}
 }
 
-// dialVIP connects to addr (from local, when not empty) and returns the
-// name of the backend that answered, or an error.
-func dialVIP(addr, local string) (string, net.Conn, error) {
+// DialTCP connects to addr (from the local IP, when not empty) and returns
+// the name of the Backend that answered and the open connection, or an
+// error when the connection fails or is closed without an answer.
+func DialTCP(addr, local string) (string, net.Conn, error) {
 	d := net.Dialer{Timeout: 2 * time.Second}
 	if local != "" {
 		d.LocalAddr = &net.TCPAddr{IP: net.ParseIP(local)}
@@ -145,12 +167,13 @@ func dialVIP(addr, local string) (string, net.Conn, error) {
 	return strings.TrimSpace(line), c, nil
 }
 
-// hits opens n connections to addr and counts the answering backends.
-func hits(t *testing.T, addr string, n int) map[string]int {
+// CountTCP opens n connections to addr, one after the other, and counts
+// the answering backends by name.
+func CountTCP(t testing.TB, addr string, n int) map[string]int {
 	t.Helper()
 	got := map[string]int{}
 	for range n {
-		name, c, err := dialVIP(addr, "")
+		name, c, err := DialTCP(addr, "")
 		if err != nil {
 			t.Fatalf("connect through %s: %v", addr, err)
 		}
@@ -160,8 +183,9 @@ func hits(t *testing.T, addr string, n int) map[string]int {
 	return got
 }
 
-// udpAsk sends payload to addr from a fresh socket and returns the answer.
-func udpAsk(addr, payload string) (string, error) {
+// AskUDP sends payload to addr from a fresh socket (a new session) and
+// returns the answer, retrying for a few seconds since datagrams can be lost.
+func AskUDP(addr, payload string) (string, error) {
 	c, err := net.Dial("udp", addr)
 	if err != nil {
 		return "", err
@@ -188,8 +212,8 @@ func udpAsk(addr, payload string) (string, error) {
 	return "", fmt.Errorf("no UDP answer from %s", addr)
 }
 
-// refused reports whether nothing accepts connections at addr.
-func refused(addr string) bool {
+// Refused reports whether nothing accepts TCP connections at addr.
+func Refused(addr string) bool {
 	c, err := net.DialTimeout("tcp", addr, time.Second)
 	if err != nil {
 		return true

@@ -5,6 +5,10 @@
 //
 //	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 50 * time.Millisecond})
 //	inst, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{...})
+//	be := minicloudtest.StartBackend(t, "a", inst.PrivateIP, minicloudtest.BackendOptions{TCP: true})
+//	lb, err := mc.Client.CreateLoadBalancer(ctx, api.LoadBalancerSpec{... TargetPort: be.Port ...})
+//	mc.WaitLoadBalancer(t, lb.ID, minicloudtest.Active)
+//	counts := minicloudtest.CountTCP(t, net.JoinHostPort(lb.VIP, "8080"), 4)
 package minicloudtest
 
 import (
@@ -20,8 +24,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/testr"
+	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/stratus-ccm/stratus/minicloud"
+	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/dataplane"
 )
@@ -135,3 +141,25 @@ func orRandom(p netip.Prefix, base, spread int) netip.Prefix {
 	a := netip.AddrFrom4([4]byte{127, byte(base + mrand.IntN(spread)), byte(mrand.IntN(256)), 0})
 	return netip.PrefixFrom(a, 24)
 }
+
+// WaitLoadBalancer polls load balancer id until cond holds, failing the
+// test after 10 seconds; it returns the last state seen.
+func (c *Cloud) WaitLoadBalancer(t testing.TB, id string, cond func(*api.LoadBalancer) bool) *api.LoadBalancer {
+	t.Helper()
+	var last *api.LoadBalancer
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		lb, err := c.Client.GetLoadBalancer(ctx, id)
+		if err != nil {
+			return false, err
+		}
+		last = lb
+		return cond(lb), nil
+	})
+	if err != nil {
+		t.Fatalf("minicloudtest: load balancer %s: condition not met: %v; last seen %+v", id, err, last)
+	}
+	return last
+}
+
+// Active is a WaitLoadBalancer condition: the load balancer carries traffic.
+func Active(lb *api.LoadBalancer) bool { return lb.State == api.LBActive }
