@@ -81,13 +81,20 @@ func TestAuth(t *testing.T) {
 		{"wrong token", "Bearer nope", http.StatusUnauthorized},
 		{"not bearer", "Basic " + mc.Token, http.StatusUnauthorized},
 		{"empty bearer", "Bearer ", http.StatusUnauthorized},
-		{"right token", "Bearer " + mc.Token, http.StatusOK},
+		{"right token", "Bearer " + mc.Token, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, path := range []string{"/v1/instances", "/v1/regions", "/v1/_stats"} {
+			for _, path := range []string{"/v1/instances", "/v1/regions", "/v1/_stats", "/v1/no-such-thing"} {
 				status, _, body := raw(t, mc, http.MethodGet, path, "", map[string]string{"Authorization": tc.header})
-				if status != tc.want {
-					t.Fatalf("GET %s with %q: status %d, want %d (%s)", path, tc.header, status, tc.want, body)
+				want := tc.want
+				if want == 0 { // authenticated: the endpoint's own answer
+					want = http.StatusOK
+					if strings.Contains(path, "no-such") {
+						want = http.StatusNotFound
+					}
+				}
+				if status != want {
+					t.Fatalf("GET %s with %q: status %d, want %d (%s)", path, tc.header, status, want, body)
 				}
 				if tc.want == http.StatusUnauthorized && errorCode(t, body) != api.CodeUnauthorized {
 					t.Fatalf("GET %s: code %s", path, body)
@@ -233,6 +240,8 @@ func TestBadInput(t *testing.T) {
 		{"malformed instance id", "GET", "/v1/instances/xyz", "", 404},
 		{"stop missing instance", "POST", "/v1/instances/i-999999/stop", "", 404},
 		{"no such endpoint", "GET", "/v1/volumes", "", 404},
+		{"method not routed", "PATCH", "/v1/instances/" + inst.ID, "{}", 404},
+		{"idempotency key too long", "POST", "/v1/routes", `{"destination_cidr":"10.9.0.0/16","target_instance_id":"` + inst.ID + `"}`, 400},
 		{"bad page size", "GET", "/v1/instances?page_size=0", "", 400},
 		{"huge page size", "GET", "/v1/instances?page_size=5000", "", 400},
 		{"bad page token", "GET", "/v1/instances?page_token=!!", "", 400},
@@ -275,7 +284,11 @@ func TestBadInput(t *testing.T) {
 		{"faults unknown field", "PUT", "/v1/_faults", `{"chaos":true}`, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			status, _, body := raw(t, mc, tc.method, tc.path, tc.body, nil)
+			var headers map[string]string
+			if strings.Contains(tc.name, "idempotency key") {
+				headers = map[string]string{"Idempotency-Key": strings.Repeat("k", 256)}
+			}
+			status, _, body := raw(t, mc, tc.method, tc.path, tc.body, headers)
 			if status != tc.status {
 				t.Fatalf("%s %s %s: status %d, want %d: %s", tc.method, tc.path, tc.body, status, tc.status, body)
 			}

@@ -14,8 +14,12 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud/api"
 )
 
-// maxBody bounds request bodies.
-const maxBody = 1 << 20
+// maxBody bounds request bodies: a load balancer with tens of thousands of
+// targets still fits.
+const maxBody = 8 << 20
+
+// maxIdempotencyKey bounds Idempotency-Key headers.
+const maxIdempotencyKey = 255
 
 // Paging limits.
 const (
@@ -192,6 +196,19 @@ func pathID(r *http.Request, prefix, kind string) (string, error) {
 	return id, nil
 }
 
-func notFoundHandler(w http.ResponseWriter, r *http.Request) {
+// notFound answers requests no route matches; /v1 ones are authenticated
+// first, so an unauthenticated client learns nothing about the API.
+func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, "/v1/") {
+		if _, ok := s.authenticate(r); !ok {
+			writeUnauthorized(w)
+			return
+		}
+	}
 	writeError(w, errNotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
+}
+
+func writeUnauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="minicloud"`)
+	writeError(w, &apiError{status: http.StatusUnauthorized, code: api.CodeUnauthorized, msg: "missing or invalid bearer token"})
 }

@@ -37,7 +37,7 @@ var InstanceTypes = []api.InstanceType{
 
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
-	s.mux.HandleFunc("/", notFoundHandler)
+	s.mux.HandleFunc("/", s.notFound)
 	s.handle("GET /v1/regions", func(*http.Request) (int, any, error) {
 		return http.StatusOK, api.List[api.Region]{Items: []api.Region{{Name: Region, Zones: Zones}}}, nil
 	})
@@ -74,6 +74,9 @@ func (s *Server) routes() {
 // ID and first response of the original request (replayed = true).
 func (s *Server) create(r *http.Request, body []byte, kind store.Kind, build func(tx *store.Tx) (id string, resource any, err error)) (id string, resource any, replayed bool, err error) {
 	key := r.Header.Get("Idempotency-Key")
+	if len(key) > maxIdempotencyKey {
+		return "", nil, false, errInvalid("Idempotency-Key longer than %d characters", maxIdempotencyKey)
+	}
 	sum := sha256.Sum256(body)
 	hash := hex.EncodeToString(sum[:])
 	err = s.store.Update(func(tx *store.Tx) error {

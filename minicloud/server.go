@@ -209,8 +209,7 @@ func (s *Server) handle(op string, h handlerFunc) {
 	s.mux.HandleFunc(op, func(w http.ResponseWriter, r *http.Request) {
 		token, ok := s.authenticate(r)
 		if !ok {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="minicloud"`)
-			writeError(w, &apiError{status: http.StatusUnauthorized, code: api.CodeUnauthorized, msg: "missing or invalid bearer token"})
+			writeUnauthorized(w)
 			return
 		}
 		if !ops {

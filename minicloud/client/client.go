@@ -139,17 +139,20 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		return fmt.Errorf("minicloud %s: %w", op, err)
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("minicloud %s: read response: %w", op, err)
-	}
 	if resp.StatusCode >= 300 {
+		raw, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		if err != nil {
+			return fmt.Errorf("minicloud %s: read error response: %w", op, err)
+		}
 		return newError(op, resp, raw)
 	}
-	if out == nil || len(raw) == 0 {
+	if out == nil || resp.StatusCode == http.StatusNoContent {
+		io.Copy(io.Discard, resp.Body)
 		return nil
 	}
-	if err := json.Unmarshal(raw, out); err != nil {
+	// Streamed: a page of load balancers with thousands of targets each
+	// can be tens of megabytes.
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
 		return fmt.Errorf("minicloud %s: decode response: %w", op, err)
 	}
 	return nil
