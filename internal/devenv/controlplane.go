@@ -43,6 +43,26 @@ func PortsFrom(base int) Ports {
 	return Ports{base, base + 1, base + 2, base + 3, base + 4, base + 5}
 }
 
+// list returns the ports in field order.
+func (p Ports) list() []int {
+	return []int{p.EtcdClient, p.EtcdPeer, p.APIServer, p.ControllerManager, p.Minicloud, p.Manager}
+}
+
+// allFree reports whether every port is set and can be listened on now.
+func (p Ports) allFree() bool {
+	for _, port := range p.list() {
+		if port <= 0 {
+			return false
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+		if err != nil {
+			return false
+		}
+		l.Close()
+	}
+	return true
+}
+
 // FreePorts returns ports the kernel reports free right now.
 func FreePorts() (Ports, error) {
 	var ps [portCount]int

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -254,11 +255,27 @@ func (e *env) kubeBins(ctx context.Context) (string, error) {
 	return strings.TrimSpace(string(dir)), nil
 }
 
+// choosePorts returns --port-base's ports, else the previous run's ports
+// when they are all free (so a restart keeps the addresses users have in
+// their shells), else free ports. The choice is saved in <state-dir>/ports.json.
 func (e *env) choosePorts() (Ports, error) {
+	path := filepath.Join(e.opts.StateDir, "ports.json")
+	var ports Ports
 	if e.opts.PortBase != 0 {
-		return PortsFrom(e.opts.PortBase), nil
+		ports = PortsFrom(e.opts.PortBase)
+	} else if prev, err := os.ReadFile(path); err == nil && json.Unmarshal(prev, &ports) == nil && ports.allFree() {
+		// reuse
+	} else if ports, err = FreePorts(); err != nil {
+		return Ports{}, err
 	}
-	return FreePorts()
+	data, err := json.Marshal(ports)
+	if err != nil {
+		return Ports{}, fmt.Errorf("save ports: %w", err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return Ports{}, fmt.Errorf("save ports: %w", err)
+	}
+	return ports, nil
 }
 
 // addressPools derives the cloud's address pools from the state dir, so two

@@ -1,0 +1,405 @@
+package devenv
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+
+	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/client"
+)
+
+// The end-to-end tests run `stratus dev` as a user would: the binary built
+// from this tree, as a subprocess with a temporary state dir and free ports,
+// and check the outcome through the API server, minicloud and real HTTP.
+
+// buildCommand builds a command of this repository (e.g. "cmd/stratus")
+// into a temporary folder of the test.
+func buildCommand(t *testing.T, root, cmd string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), filepath.Base(cmd))
+	c := exec.Command("go", "build", "-o", path, "./"+cmd)
+	c.Dir = root
+	if msg, err := c.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", cmd, err, msg)
+	}
+	return path
+}
+
+// devRun is a running `stratus dev` subprocess.
+type devRun struct {
+	t        *testing.T
+	cmd      *exec.Cmd
+	stateDir string
+	out      *syncBuffer
+	exited   chan struct{}
+	conn     *Conn
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startDev starts `stratus dev` with args and waits for its ready line.
+func startDev(t *testing.T, stateDir string, args ...string) *devRun {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("runs stratus dev; skipped under -short")
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bins, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(bins, "kube-controller-manager")); err != nil {
+		t.Fatalf("kube-controller-manager missing in %s: run hack/kubebins/build.sh (%v)", bins, err)
+	}
+	stratus := buildCommand(t, root, "cmd/stratus")
+	d := &devRun{t: t, stateDir: stateDir, out: &syncBuffer{}, exited: make(chan struct{})}
+	d.cmd = exec.Command(stratus, append([]string{"dev", "--state-dir", stateDir, "--kube-bin-dir", bins}, args...)...)
+	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
+	if err := d.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = d.cmd.Wait(); close(d.exited) }()
+	t.Cleanup(func() {
+		d.stop()
+		if t.Failed() {
+			t.Logf("stratus dev output:\n%s", d.out.String())
+			dumpLogs(t, filepath.Join(stateDir, "logs"))
+		}
+	})
+	deadline := time.NewTimer(3 * time.Minute)
+	defer deadline.Stop()
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for !strings.Contains(d.out.String(), ReadyLine) {
+		select {
+		case <-d.exited:
+			t.Fatalf("stratus dev exited before ready: %v", d.cmd.ProcessState)
+		case <-deadline.C:
+			t.Fatal("stratus dev not ready within 3m")
+		case <-tick.C:
+		}
+	}
+	if d.conn, err = Connect(stateDir); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+// stop sends SIGINT (Ctrl-C) and checks that stratus dev exits cleanly and
+// leaves none of the processes it started behind.
+func (d *devRun) stop() {
+	select {
+	case <-d.exited:
+		return
+	default:
+	}
+	children := descendants(d.cmd.Process.Pid)
+	_ = d.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-d.exited:
+	case <-time.After(90 * time.Second):
+		_ = d.cmd.Process.Kill()
+		<-d.exited
+		d.t.Errorf("stratus dev did not exit within 90s of SIGINT")
+	}
+	if !d.cmd.ProcessState.Success() {
+		d.t.Errorf("stratus dev after SIGINT: %v", d.cmd.ProcessState)
+	}
+	if len(children) == 0 {
+		d.t.Errorf("stratus dev had no child processes (expected etcd, kube-apiserver, kube-controller-manager)")
+	}
+	for _, pid := range children {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			d.t.Errorf("process %d (%s) left running after Ctrl-C", pid, procName(pid))
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
+}
+
+// descendants lists the processes below pid (children, grandchildren, ...).
+func descendants(pid int) []int {
+	parents := map[int]int{}
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		fields := strings.Fields(s[i+1:])
+		if len(fields) < 2 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(fields[1])
+		parents[p] = ppid
+	}
+	var out []int
+	for p := range parents {
+		for a := parents[p]; a > 1; a = parents[a] {
+			if a == pid {
+				out = append(out, p)
+				break
+			}
+		}
+	}
+	return out
+}
+
+func procName(pid int) string {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	return strings.TrimSpace(string(b))
+}
+
+func (d *devRun) instance(ctx context.Context, name string) api.Instance {
+	d.t.Helper()
+	ins, err := d.conn.Cloud.ListInstances(ctx, client.ListOptions{Name: name})
+	if err != nil || len(ins) != 1 {
+		d.t.Fatalf("instance %s: %v (%d found)", name, err, len(ins))
+	}
+	return ins[0]
+}
+
+func (d *devRun) createLBService(ctx context.Context, name string) *corev1.Service {
+	d.t.Helper()
+	svc, err := d.conn.Kube.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: map[string]string{"app": name},
+			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return svc
+}
+
+// TestDevClusterAndKubelets runs stratus dev without the manager: the
+// cluster, the cloud and the kubelets, their lifecycle, Ctrl-C and restart.
+func TestDevClusterAndKubelets(t *testing.T) {
+	state := t.TempDir()
+	d := startDev(t, state, "--nodes", "2", "--no-manager")
+	ctx := t.Context()
+	cs := d.conn.Kube
+
+	for _, f := range []string{"kubeconfig", "env", "logs/etcd.log", "logs/kube-apiserver.log", "logs/kube-controller-manager.log", "manager.args"} {
+		if _, err := os.Stat(filepath.Join(state, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	vars, err := readEnvFile(filepath.Join(state, EnvFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"KUBECONFIG", "MINICLOUD_URL", "MINICLOUD_TOKEN"} {
+		if vars[k] == "" {
+			t.Errorf("env file sets no %s", k)
+		}
+	}
+
+	// Nodes registered as kubelets with --cloud-provider=external register,
+	// Ready, and given pod CIDRs by kube-controller-manager's node IPAM.
+	poll(t, 60*time.Second, "2 nodes Ready with pod CIDRs", func(ctx context.Context) (bool, error) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil || len(nodes.Items) != 2 {
+			return false, nil
+		}
+		for _, n := range nodes.Items {
+			if !isReady(&n) || n.Spec.PodCIDR == "" {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	n1, err := cs.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasTaint(n1, cloudproviderapi.TaintExternalCloudProvider, corev1.TaintEffectNoSchedule) {
+		t.Errorf("node-1 has no uninitialized taint without a manager: %v", n1.Spec.Taints)
+	}
+
+	// Each node answers the NodePort of a LoadBalancer Service on its
+	// instance's private IP.
+	svc := d.createLBService(ctx, "web")
+	port := strconv.Itoa(int(svc.Spec.Ports[0].NodePort))
+	for _, name := range []string{"node-1", "node-2"} {
+		ip := d.instance(ctx, name).PrivateIP
+		poll(t, 30*time.Second, name+" answers on its NodePort", func(ctx context.Context) (bool, error) {
+			r, err := GetReply(ctx, "http://"+net.JoinHostPort(ip, port)+"/")
+			return err == nil && r.Node == name && r.Service == "web", nil
+		})
+	}
+
+	// An instance tagged stratus-dev=node joins the cluster.
+	if _, err := d.conn.Cloud.CreateInstance(ctx, api.InstanceCreate{Name: "extra", Type: "mc.small", Zone: "mc-central-a", Tags: map[string]string{NodeTagKey: NodeTagValue}}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 30*time.Second, "node extra registered and Ready", func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "extra", metav1.GetOptions{})
+		return err == nil && isReady(n), nil
+	})
+
+	// A stopped instance stops heartbeating; kube-controller-manager marks
+	// its node NotReady.
+	if _, err := d.conn.Cloud.StopInstance(ctx, d.instance(ctx, "node-2").ID); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, NodeMonitorGracePeriod+40*time.Second, "node-2 NotReady", func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
+		return err == nil && !isReady(n), nil
+	})
+
+	// Ctrl-C stops everything (checked by stop); a restart reuses the state.
+	d.stop()
+	d2 := startDev(t, state, "--nodes", "2", "--no-manager")
+	nodes, err := d2.conn.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 3 {
+		t.Errorf("after restart: %d nodes, want the 3 of before", len(nodes.Items))
+	}
+	if _, err := d2.conn.Kube.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{}); err != nil {
+		t.Errorf("after restart: service web: %v", err)
+	}
+	if got := d2.instance(ctx, "node-2").State; got != api.InstanceStopped {
+		t.Errorf("after restart: node-2's instance is %s, want it still stopped", got)
+	}
+}
+
+// TestDevEndToEnd is the issue's "done when": stratus dev with the manager
+// initializes nodes, provisions a load balancer that answers, programs
+// routes, taints a stopped instance's node and removes a deleted one's.
+func TestDevEndToEnd(t *testing.T) {
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "providers", "minicloud")); err != nil {
+		t.Skip("providers/minicloud has not landed yet: stratus-ccm cannot serve minicloud")
+	}
+	if testing.Short() {
+		t.Skip("runs stratus dev; skipped under -short")
+	}
+	manager := buildCommand(t, root, "cmd/stratus-ccm")
+	d := startDev(t, t.TempDir(), "--nodes", "2", "--manager-binary", manager)
+	ctx := t.Context()
+	cs := d.conn.Kube
+
+	// Nodes initialized: provider ID, zone and type labels, no taint.
+	poll(t, 90*time.Second, "nodes initialized", func(ctx context.Context) (bool, error) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil || len(nodes.Items) != 2 {
+			return false, nil
+		}
+		for _, n := range nodes.Items {
+			if !Initialized(&n) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+
+	// A LoadBalancer Service gets an ingress IP that answers over HTTP.
+	d.createLBService(ctx, "web")
+	var ip string
+	poll(t, 90*time.Second, "ingress IP", func(ctx context.Context) (bool, error) {
+		s, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		ip = ingressOf(s)
+		return ip != "", nil
+	})
+	poll(t, 60*time.Second, "load balancer answers", func(ctx context.Context) (bool, error) {
+		r, err := GetReply(ctx, "http://"+net.JoinHostPort(ip, "80")+"/")
+		return err == nil && r.Service == "web" && strings.HasPrefix(r.Node, "node-"), nil
+	})
+
+	// Routes in minicloud for each node's pod CIDR.
+	poll(t, 60*time.Second, "a route per node pod CIDR", func(ctx context.Context) (bool, error) {
+		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		routes, err := d.conn.Cloud.ListRoutes(ctx, client.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		have := map[string]string{}
+		for _, r := range routes {
+			have[r.DestinationCIDR] = r.TargetInstanceID
+		}
+		for _, n := range nodes.Items {
+			if n.Spec.PodCIDR == "" || have[n.Spec.PodCIDR] != d.instance(ctx, n.Name).ID {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+
+	// Stopping an instance taints its node; deleting it removes the node.
+	in := d.instance(ctx, "node-2")
+	if _, err := d.conn.Cloud.StopInstance(ctx, in.ID); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 2*time.Minute, "node-2 shutdown taint", func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
+		return err == nil && hasTaint(n, cloudproviderapi.TaintNodeShutdown, corev1.TaintEffectNoSchedule), nil
+	})
+	if err := d.conn.Cloud.DeleteInstance(ctx, in.ID); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 3*time.Minute, "node-2 deleted", func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	// Ctrl-C leaves nothing running: checked by stop in the cleanup.
+}
