@@ -73,13 +73,17 @@ type Options struct {
 	UDPIdleTimeout time.Duration
 	// DialTimeout bounds connecting to a backend (default 2s).
 	DialTimeout time.Duration
+	// RebindInterval is how often listeners that could not be bound (the
+	// port was taken) are tried again (default 2s).
+	RebindInterval time.Duration
 }
 
 // Plane runs the listeners and health checks of all load balancers.
 type Plane struct {
-	ctx  context.Context
-	log  logr.Logger
-	opts Options
+	ctx    context.Context
+	cancel context.CancelFunc
+	log    logr.Logger
+	opts   Options
 
 	mu  sync.Mutex
 	lbs map[string]*balancer
@@ -109,7 +113,34 @@ func New(ctx context.Context, log logr.Logger, opts Options) *Plane {
 	if opts.DialTimeout <= 0 {
 		opts.DialTimeout = 2 * time.Second
 	}
-	return &Plane{ctx: ctx, log: log, opts: opts, lbs: map[string]*balancer{}, checkers: map[checkKey]*sharedChecker{}}
+	if opts.RebindInterval <= 0 {
+		opts.RebindInterval = 2 * time.Second
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	p := &Plane{ctx: ctx, cancel: cancel, log: log, opts: opts, lbs: map[string]*balancer{}, checkers: map[checkKey]*sharedChecker{}}
+	go p.rebindLoop()
+	return p
+}
+
+// rebindLoop retries listeners that could not be bound, until the plane
+// stops.
+func (p *Plane) rebindLoop() {
+	t := time.NewTicker(p.opts.RebindInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-p.ctx.Done():
+			return
+		case <-t.C:
+		}
+		p.mu.Lock()
+		for _, b := range p.lbs {
+			if len(b.missing) > 0 && p.bindMissing(b) == nil {
+				p.log.Info("listeners bound after retry", "loadBalancer", b.id)
+			}
+		}
+		p.mu.Unlock()
+	}
 }
 
 // balancer is the running data plane of one load balancer.
@@ -118,7 +149,8 @@ type balancer struct {
 	vip       netip.Addr
 	table     atomic.Pointer[table]
 	listeners map[listenerKey]closer
-	checkers  map[checkKey]bool // references held in Plane.checkers
+	missing   map[listenerKey]bool // wanted but not bound yet
+	checkers  map[checkKey]bool    // references held in Plane.checkers
 }
 
 type listenerKey struct {
@@ -155,7 +187,7 @@ func (p *Plane) Apply(id string, spec Spec) error {
 		b = nil
 	}
 	if b == nil {
-		b = &balancer{id: id, vip: spec.VIP, listeners: map[listenerKey]closer{}, checkers: map[checkKey]bool{}}
+		b = &balancer{id: id, vip: spec.VIP, listeners: map[listenerKey]closer{}, missing: map[listenerKey]bool{}, checkers: map[checkKey]bool{}}
 		p.lbs[id] = b
 	}
 
@@ -197,17 +229,27 @@ func (p *Plane) Apply(id string, spec Spec) error {
 			delete(b.listeners, k)
 		}
 	}
-	var errs []error
+	clear(b.missing)
 	for k := range want {
-		if b.listeners[k] != nil {
-			continue
+		if b.listeners[k] == nil {
+			b.missing[k] = true
 		}
+	}
+	return p.bindMissing(b)
+}
+
+// bindMissing binds the listeners of b that are not bound yet; those that
+// fail stay missing for rebindLoop. p.mu is held.
+func (p *Plane) bindMissing(b *balancer) error {
+	var errs []error
+	for k := range b.missing {
 		l, err := p.listen(b, k)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("load balancer %s: listen %s %s: %w", id, k.protocol, net.JoinHostPort(spec.VIP.String(), strconv.Itoa(k.port)), err))
+			errs = append(errs, fmt.Errorf("load balancer %s: listen %s %s: %w", b.id, k.protocol, net.JoinHostPort(b.vip.String(), strconv.Itoa(k.port)), err))
 			continue
 		}
 		b.listeners[k] = l
+		delete(b.missing, k)
 	}
 	return errors.Join(errs...)
 }
@@ -223,8 +265,9 @@ func (p *Plane) Remove(id string) {
 	}
 }
 
-// Close removes every load balancer.
+// Close removes every load balancer and stops the plane.
 func (p *Plane) Close() {
+	p.cancel()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for id, b := range p.lbs {
@@ -268,6 +311,7 @@ func (p *Plane) closeBalancer(b *balancer) {
 		l.Close()
 		delete(b.listeners, k)
 	}
+	clear(b.missing)
 	for k := range b.checkers {
 		p.releaseChecker(k)
 		delete(b.checkers, k)

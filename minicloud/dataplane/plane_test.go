@@ -3,11 +3,13 @@ package dataplane
 import (
 	"context"
 	"errors"
+	"net"
 	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 func TestCheckerThresholds(t *testing.T) {
@@ -75,5 +77,31 @@ func TestCheckersAreSharedAcrossLoadBalancers(t *testing.T) {
 		if got := count(); got != step.want {
 			t.Fatalf("%s: %d checkers, want %d", step.name, got, step.want)
 		}
+	}
+}
+
+func TestListenerBoundWhenThePortFrees(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	p := New(ctx, logr.Discard(), Options{RebindInterval: 20 * time.Millisecond})
+	defer p.Close()
+	// Someone else holds the port first.
+	squatter, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := squatter.Addr().(*net.TCPAddr).Port
+	spec := Spec{VIP: netip.MustParseAddr("127.0.0.1"), Listeners: []Listener{{Protocol: "TCP", Port: port, TargetPort: 1}}}
+	if err := p.Apply("a", spec); err == nil {
+		t.Fatal("Apply on a taken port reported no error")
+	}
+	squatter.Close()
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 5*time.Second, true, func(context.Context) (bool, error) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return len(p.lbs["a"].missing) == 0 && p.lbs["a"].listeners[listenerKey{"TCP", port}] != nil, nil
+	})
+	if err != nil {
+		t.Fatalf("listener not bound after the port was freed: %v", err)
 	}
 }
