@@ -17,8 +17,13 @@ help: ## List the targets.
 build: ## Build the stratus binaries into bin/.
 	go build -o bin/ ./cmd/...
 
+.PHONY: dev
+dev: kubebins ## Run stratus on a local cluster and cloud until Ctrl-C (stratus dev; ARGS="--nodes 5" to pass flags).
+	go build -o bin/ ./cmd/stratus ./cmd/stratus-ccm
+	bin/stratus dev $(ARGS)
+
 .PHONY: kubebins
-kubebins: ## Build etcd, kube-apiserver and kubectl at pinned versions into .cache/kubebins (once).
+kubebins: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl at pinned versions into .cache/kubebins (once).
 	hack/kubebins/build.sh
 
 .PHONY: test

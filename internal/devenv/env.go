@@ -495,9 +495,13 @@ func (e *env) summary(nodes []string) {
 	fmt.Fprintf(w, "  logs            %s\n", e.cp.LogDir())
 	fmt.Fprintf(w, "\nNext, in another terminal:\n")
 	fmt.Fprintf(w, "  source %s\n", filepath.Join(e.opts.StateDir, EnvFile))
-	fmt.Fprintf(w, "  kubectl get nodes -o wide\n")
-	fmt.Fprintf(w, "  kubectl create deployment web --image=nginx && kubectl expose deployment web --type=LoadBalancer --port=80\n")
-	fmt.Fprintf(w, "  bin/stratus minicloud instances create --name extra --tag %s=%s\n", NodeTagKey, NodeTagValue)
+	kubectl := "kubectl"
+	if p := filepath.Join(e.cp.BinDir, "kubectl"); fileExists(p) {
+		kubectl = p
+	}
+	fmt.Fprintf(w, "  %s get nodes -o wide\n", kubectl)
+	fmt.Fprintf(w, "  %s create service loadbalancer web --tcp=80:8080 && %s get service web -w\n", kubectl, kubectl)
+	fmt.Fprintf(w, "  bin/stratus minicloud instances create extra --tag %s=%s\n", NodeTagKey, NodeTagValue)
 	fmt.Fprintf(w, "  bin/stratus dev demo     # walks through the whole story\n\n")
 }
 
@@ -543,4 +547,9 @@ func mergeErrs(ctx context.Context, a, b <-chan error) <-chan error {
 		}
 	}()
 	return out
+}
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
