@@ -456,7 +456,7 @@ func TestPagingAndFilters(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	mc := minicloudtest.Start(t, minicloudtest.Options{RateLimit: 0.2, Burst: 3})
+	mc := minicloudtest.Start(t, minicloudtest.Options{RateLimit: 0.2, Burst: 3, ExtraTokens: []string{"second-token"}})
 	ctx := context.Background()
 	for i := range 3 {
 		if _, err := mc.Client.ListInstances(ctx, client.ListOptions{}); err != nil {
@@ -484,9 +484,12 @@ func TestRateLimit(t *testing.T) {
 		t.Fatalf("stats %+v, want 5 requests and 2 throttled", st)
 	}
 	// Limits are per token.
-	other := minicloudtest.Start(t, minicloudtest.Options{RateLimit: 1000})
-	if _, err := other.Client.ListInstances(ctx, client.ListOptions{}); err != nil {
+	other, err := client.New(mc.URL, "second-token")
+	if err != nil {
 		t.Fatal(err)
+	}
+	if _, err := other.ListInstances(ctx, client.ListOptions{}); err != nil {
+		t.Fatalf("another token is throttled too: %v", err)
 	}
 }
 
@@ -552,7 +555,7 @@ func TestFaults(t *testing.T) {
 }
 
 func TestStats(t *testing.T) {
-	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	mc := minicloudtest.Start(t, minicloudtest.Options{ExtraTokens: []string{"second-token"}})
 	ctx := context.Background()
 	c := mc.Client
 	inst := newInstance(t, c, "n", nil)
@@ -572,8 +575,36 @@ func TestStats(t *testing.T) {
 	if diff := cmp.Diff(want, st.Requests); diff != "" || st.Total != 5 {
 		t.Errorf("requests (-want +got):\n%s total %d", diff, st.Total)
 	}
+	// Per-token counts tell two clients of one cloud apart.
+	other, err := client.New(mc.URL, "second-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := other.Regions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	mine, err := c.TokenStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, mine.Requests); diff != "" || mine.Total != 5 {
+		t.Errorf("token stats (-want +got):\n%s total %d", diff, mine.Total)
+	}
+	theirs, err := other.TokenStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(map[string]int64{"GET /v1/regions": 1}, theirs.Requests); diff != "" {
+		t.Errorf("second token's stats (-want +got):\n%s", diff)
+	}
+	if all, _ := c.Stats(ctx); all.Total != 6 {
+		t.Errorf("global total %d, want 6", all.Total)
+	}
 	if err := c.ResetStats(ctx); err != nil {
 		t.Fatal(err)
+	}
+	if mine, _ = c.TokenStats(ctx); mine.Total != 0 {
+		t.Errorf("token stats after reset: %+v", mine)
 	}
 	st, err = c.Stats(ctx)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"time"
@@ -454,18 +455,23 @@ func (s *Server) deleteRoute(r *http.Request) (int, any, error) {
 
 // ---- operations
 
-func (s *Server) getStats(*http.Request) (int, any, error) {
+func (s *Server) getStats(r *http.Request) (int, any, error) {
+	scope := r.URL.Query().Get("scope")
+	if scope != "" && scope != "token" {
+		return 0, nil, errInvalid("scope %q: want token or nothing", scope)
+	}
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
-	out := s.stats
-	out.Requests = make(map[string]int64, len(s.stats.Requests))
-	for k, v := range s.stats.Requests {
-		out.Requests[k] = v
+	src := &s.stats
+	if scope == "token" {
+		token, _ := r.Context().Value(tokenKey{}).(string)
+		if src = s.byToken[token]; src == nil {
+			src = newStats()
+		}
 	}
-	out.ThrottledByOperation = make(map[string]int64, len(s.stats.ThrottledByOperation))
-	for k, v := range s.stats.ThrottledByOperation {
-		out.ThrottledByOperation[k] = v
-	}
+	out := *src
+	out.Requests = maps.Clone(src.Requests)
+	out.ThrottledByOperation = maps.Clone(src.ThrottledByOperation)
 	return http.StatusOK, out, nil
 }
 

@@ -48,6 +48,9 @@ type Server struct {
 
 	statsMu sync.Mutex
 	stats   api.Stats
+	// byToken holds the same counts per token, so two clients sharing one
+	// cloud (say, two managers in a benchmark) can be told apart.
+	byToken map[string]*api.Stats
 	faults  api.Faults
 
 	// planeMu serializes reconciling load balancers into the data plane,
@@ -218,7 +221,7 @@ func (s *Server) handle(op string, h handlerFunc) {
 				return
 			}
 		}
-		status, body, err := h(r)
+		status, body, err := h(r.WithContext(context.WithValue(r.Context(), tokenKey{}, token)))
 		if err != nil {
 			var ae *apiError
 			if !errors.As(err, &ae) {
@@ -230,6 +233,9 @@ func (s *Server) handle(op string, h handlerFunc) {
 		writeJSON(w, status, body)
 	})
 }
+
+// tokenKey is the context key of the caller's token.
+type tokenKey struct{}
 
 func (s *Server) authenticate(r *http.Request) (string, bool) {
 	h := r.Header.Get("Authorization")
@@ -248,8 +254,10 @@ func (s *Server) authenticate(r *http.Request) (string, bool) {
 // admit counts the request and applies the rate limit and injected faults.
 func (s *Server) admit(ctx context.Context, op, token string) error {
 	s.statsMu.Lock()
-	s.stats.Requests[op]++
-	s.stats.Total++
+	for _, st := range s.statsOf(token) {
+		st.Requests[op]++
+		st.Total++
+	}
 	f := s.faults
 	s.statsMu.Unlock()
 
@@ -258,7 +266,7 @@ func (s *Server) admit(ctx context.Context, op, token string) error {
 		res := lim.ReserveN(now, 1)
 		if d := res.DelayFrom(now); !res.OK() || d > 0 {
 			res.CancelAt(now)
-			s.countThrottled(op)
+			s.countThrottled(op, token)
 			return errThrottled(d)
 		}
 	}
@@ -275,12 +283,14 @@ func (s *Server) admit(ctx context.Context, op, token string) error {
 		}
 	}
 	if f.ThrottleRate > 0 && rand.Float64() < f.ThrottleRate {
-		s.countThrottled(op)
+		s.countThrottled(op, token)
 		return errThrottled(time.Second)
 	}
 	if f.ErrorRate > 0 && rand.Float64() < f.ErrorRate {
 		s.statsMu.Lock()
-		s.stats.Errors++
+		for _, st := range s.statsOf(token) {
+			st.Errors++
+		}
 		s.statsMu.Unlock()
 		return &apiError{status: http.StatusInternalServerError, code: api.CodeInternal, msg: "injected fault"}
 	}
@@ -302,11 +312,27 @@ func faultApplies(f api.Faults, op string) bool {
 	return false
 }
 
-func (s *Server) countThrottled(op string) {
+func (s *Server) countThrottled(op, token string) {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
-	s.stats.Throttled++
-	s.stats.ThrottledByOperation[op]++
+	for _, st := range s.statsOf(token) {
+		st.Throttled++
+		st.ThrottledByOperation[op]++
+	}
+}
+
+// statsOf returns the global stats and those of token; statsMu is held.
+func (s *Server) statsOf(token string) [2]*api.Stats {
+	st := s.byToken[token]
+	if st == nil {
+		st = newStats()
+		s.byToken[token] = st
+	}
+	return [2]*api.Stats{&s.stats, st}
+}
+
+func newStats() *api.Stats {
+	return &api.Stats{Requests: map[string]int64{}, ThrottledByOperation: map[string]int64{}, Since: time.Now().UTC()}
 }
 
 func (s *Server) limiter(token string) *rate.Limiter {
@@ -330,7 +356,8 @@ func (s *Server) limiter(token string) *rate.Limiter {
 func (s *Server) resetStats() {
 	s.statsMu.Lock()
 	defer s.statsMu.Unlock()
-	s.stats = api.Stats{Requests: map[string]int64{}, ThrottledByOperation: map[string]int64{}, Since: time.Now().UTC()}
+	s.stats = *newStats()
+	s.byToken = map[string]*api.Stats{}
 }
 
 // idempotencyScope keys an Idempotency-Key by token and path, so clients

@@ -307,7 +307,16 @@ func (c *Client) Stats(ctx context.Context) (*api.Stats, error) {
 	return get[api.Stats](ctx, c, "/v1/_stats")
 }
 
-// ResetStats zeroes the request counts.
+// TokenStats returns the request counts of this client's token only.
+func (c *Client) TokenStats(ctx context.Context) (*api.Stats, error) {
+	var out api.Stats
+	if err := c.do(ctx, http.MethodGet, "/v1/_stats", url.Values{"scope": {"token"}}, nil, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// ResetStats zeroes the request counts (of every token).
 func (c *Client) ResetStats(ctx context.Context) error {
 	return c.do(ctx, http.MethodPost, "/v1/_stats/reset", nil, nil, nil)
 }

@@ -37,6 +37,9 @@ import (
 type Options struct {
 	// Token is the bearer token (default: random).
 	Token string
+	// ExtraTokens are further accepted tokens, e.g. one per client whose
+	// rate limit and stats should be separate.
+	ExtraTokens []string
 	// RateLimit and Burst are per-token limits (0 = unlimited).
 	RateLimit float64
 	Burst     int
@@ -75,6 +78,7 @@ func Start(t testing.TB, o Options) *Cloud {
 	if o.Token == "" {
 		cfg.Tokens = []string{RandomToken()}
 	}
+	cfg.Tokens = append(cfg.Tokens, o.ExtraTokens...)
 	cfg.RateLimit, cfg.Burst = o.RateLimit, o.Burst
 	cfg.LBProvisionDelay = o.LBProvisionDelay
 	cfg.StateDir = o.StateDir

@@ -333,12 +333,17 @@ func newRoutesCommand() *cobra.Command {
 // ---- operations
 
 func newStatsCommand() *cobra.Command {
-	var reset bool
+	var reset, mine bool
 	cmd, f := group("stats", "Show request counts per operation (--reset to zero them)")
 	cmd.Args = cobra.NoArgs
 	cmd.Flags().BoolVar(&reset, "reset", false, "zero the counts after showing them")
+	cmd.Flags().BoolVar(&mine, "mine", false, "only the requests made with this token")
 	cmd.RunE = action(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, _ []string) error {
-		st, err := c.Stats(ctx)
+		get := c.Stats
+		if mine {
+			get = c.TokenStats
+		}
+		st, err := get(ctx)
 		if err != nil {
 			return err
 		}
