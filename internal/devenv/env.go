@@ -3,6 +3,7 @@ package devenv
 import (
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"hash/fnv"
 	"io"
 	"net"
+	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -436,7 +438,32 @@ func (e *env) startManager(ctx context.Context) (*process, error) {
 	}
 	e.say("starting stratus-ccm (%s)", bin)
 	env := []string{"MINICLOUD_URL=" + e.cloud.url, "MINICLOUD_TOKEN_FILE=" + e.cloud.tokenFile}
-	return startProcess("stratus-ccm", bin, e.managerArgs(), env, filepath.Join(e.cp.LogDir(), "stratus-ccm.log"))
+	logPath := filepath.Join(e.cp.LogDir(), "stratus-ccm.log")
+	p, err := startProcess("stratus-ccm", bin, e.managerArgs(), env, logPath)
+	if err != nil {
+		return nil, err
+	}
+	// Serving its health endpoint means its flags and configuration were
+	// accepted (it validates them before serving).
+	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // self-signed serving cert; /healthz only
+	if err := waitHTTP(ctx, p, hc, "https://127.0.0.1:"+strconv.Itoa(e.ports.Manager)+"/healthz", "stratus-ccm"); err != nil {
+		p.stop(context.WithoutCancel(ctx), stopGrace)
+		return nil, fmt.Errorf("%w\n%s", err, tailFile(logPath, 5))
+	}
+	return p, nil
+}
+
+// tailFile returns the last n lines of a log, indented, for error messages.
+func tailFile(path string, n int) string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return ""
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return "  " + path + ":\n    " + strings.Join(lines, "\n    ")
 }
 
 // managerBinary finds stratus-ccm: the option, next to this executable
