@@ -3,15 +3,18 @@ package minicloud
 import (
 	"encoding/json"
 	"net/netip"
+	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
 )
 
 // decodeAndValidate runs the request decoding and validation of one body
-// kind, as the handlers do, and returns the accepted value.
+// kind (or, for kind 5, a list query string), as the handlers do, and
+// returns the accepted value.
 func decodeAndValidate(kind uint8, body []byte) (any, error) {
-	switch kind % 5 {
+	switch kind % 6 {
 	case 0:
 		var in api.InstanceCreate
 		if err := decodeStrict(body, &in); err != nil {
@@ -23,13 +26,20 @@ func decodeAndValidate(kind uint8, body []byte) (any, error) {
 		if err := decodeStrict(body, &in); err != nil {
 			return nil, err
 		}
-		return &in, validateLBSpec(&in, kind%5 == 1)
+		return &in, validateLBSpec(&in, kind%6 == 1)
 	case 3:
 		var in api.RouteCreate
 		if err := decodeStrict(body, &in); err != nil {
 			return nil, err
 		}
 		return &in, validateRouteCreate(&in)
+	case 5:
+		v, err := url.ParseQuery(string(body))
+		if err != nil {
+			return nil, errInvalid("query: %v", err)
+		}
+		q, err := parseListQuery(v, instancePrefix, true)
+		return &q, err
 	default:
 		var in api.Faults
 		if err := decodeStrict(body, &in); err != nil {
@@ -49,6 +59,7 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(uint8(2), []byte(`{"listeners":[{"protocol":"UDP","port":53,"target_port":30053}]}`))
 	f.Add(uint8(3), []byte(`{"destination_cidr":"10.244.0.0/24","target_instance_id":"i-1"}`))
 	f.Add(uint8(4), []byte(`{"error_rate":0.1,"throttle_rate":0.2,"latency_ms":50,"operations":["GET /v1/instances"]}`))
+	f.Add(uint8(5), []byte(`page_size=10&page_token=aS0wMDAwMDAwMDAwMDE&name=n1&tag=cluster%3Ddev&tag=role`))
 	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
 		v, err := decodeAndValidate(kind, body)
 		if err != nil {
@@ -59,6 +70,9 @@ func FuzzDecodeRequest(f *testing.F) {
 			return
 		}
 		checkInvariants(t, v)
+		if _, ok := v.(*listQuery); ok {
+			return
+		}
 		again, err := json.Marshal(v)
 		if err != nil {
 			t.Fatal(err)
@@ -107,6 +121,15 @@ func checkInvariants(t *testing.T, v any) {
 	case *api.RouteCreate:
 		if p, err := netip.ParsePrefix(in.DestinationCIDR); err != nil || p.Masked() != p {
 			t.Fatalf("accepted destination %q", in.DestinationCIDR)
+		}
+	case *listQuery:
+		if in.pageSize < 1 || in.pageSize > maxPageSize || (in.after != "" && !strings.HasPrefix(in.after, instancePrefix)) {
+			t.Fatalf("accepted query %+v", in)
+		}
+		for _, f := range in.tags {
+			if f.key == "" {
+				t.Fatalf("accepted empty tag key in %+v", in)
+			}
 		}
 	case *api.Faults:
 		if in.ErrorRate < 0 || in.ErrorRate > 1 || in.ThrottleRate < 0 || in.ThrottleRate > 1 || in.LatencyMS < 0 {
