@@ -107,8 +107,8 @@ func nodeChanges(o, c *corev1.Node) []string {
 			out = append(out, fmt.Sprintf("node %s: shutdown taint removed", c.Name))
 		}
 	}
-	if !networkReady(o) && networkReady(c) && len(o.Status.Conditions) > 0 && hasCondition(o, corev1.NodeNetworkUnavailable) {
-		out = append(out, fmt.Sprintf("node %s: route created (NetworkUnavailable=False)", c.Name))
+	if !networkReady(o) && networkReady(c) {
+		out = append(out, fmt.Sprintf("node %s: pod network route in place (NetworkUnavailable=False)", c.Name))
 	}
 	return out
 }
@@ -129,15 +129,6 @@ func readyStatus(n *corev1.Node) corev1.ConditionStatus {
 		}
 	}
 	return corev1.ConditionUnknown
-}
-
-func hasCondition(n *corev1.Node, t corev1.NodeConditionType) bool {
-	for _, c := range n.Status.Conditions {
-		if c.Type == t {
-			return true
-		}
-	}
-	return false
 }
 
 func networkReady(n *corev1.Node) bool {

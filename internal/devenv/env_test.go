@@ -1,0 +1,102 @@
+package devenv
+
+import (
+	"net/netip"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+)
+
+func TestAddressPools(t *testing.T) {
+	for _, dir := range []string{"/home/a/stratus/.stratus/dev", "/home/b/stratus/.stratus/dev", "/tmp/x"} {
+		inst, pub, vip := addressPools(dir)
+		inst2, pub2, vip2 := addressPools(dir)
+		if inst != inst2 || pub != pub2 || vip != vip2 {
+			t.Errorf("%s: pools not stable across calls", dir)
+		}
+		for _, p := range []netip.Prefix{inst, pub, vip} {
+			b := p.Addr().As4()
+			if b[0] != 127 || b[1] < 200 || b[1] > 249 {
+				t.Errorf("%s: pool %s outside 127.200.0.0-127.249.255.255", dir, p)
+			}
+		}
+		if inst.Overlaps(pub) || inst.Overlaps(vip) || pub.Overlaps(vip) {
+			t.Errorf("%s: pools overlap: %s %s %s", dir, inst, pub, vip)
+		}
+	}
+	a, _, _ := addressPools("/home/a/stratus/.stratus/dev")
+	b, _, _ := addressPools("/home/b/stratus/.stratus/dev")
+	if a == b {
+		t.Errorf("two state dirs share the instance pool %s", a)
+	}
+}
+
+func TestEnvFileRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), EnvFile)
+	want := map[string]string{"KUBECONFIG": "/home/o'neil/my dir/kubeconfig", "MINICLOUD_URL": "http://127.0.0.1:1234", "MINICLOUD_TOKEN": "abc$def"}
+	body := ""
+	for _, k := range []string{"KUBECONFIG", "MINICLOUD_URL", "MINICLOUD_TOKEN"} {
+		body += "export " + k + "=" + shellQuote(want[k]) + "\n"
+	}
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readEnvFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("readEnvFile (-want +got):\n%s", diff)
+	}
+}
+
+func TestNodeChanges(t *testing.T) {
+	ready := func(s corev1.ConditionStatus) corev1.NodeCondition {
+		return corev1.NodeCondition{Type: corev1.NodeReady, Status: s}
+	}
+	node := func(mut func(n *corev1.Node)) *corev1.Node {
+		n := &corev1.Node{}
+		n.Name = "node-1"
+		n.Spec.Taints = []corev1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Effect: corev1.TaintEffectNoSchedule}}
+		n.Status.Conditions = []corev1.NodeCondition{ready(corev1.ConditionTrue)}
+		if mut != nil {
+			mut(n)
+		}
+		return n
+	}
+	initialized := func(n *corev1.Node) {
+		n.Spec.Taints = nil
+		n.Spec.ProviderID = "minicloud://i-1"
+		n.Labels = map[string]string{corev1.LabelTopologyZone: "mc-central-a", corev1.LabelInstanceTypeStable: "mc.small"}
+		n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "127.200.0.1"}}
+	}
+	tests := []struct {
+		name   string
+		before *corev1.Node
+		after  *corev1.Node
+		want   []string
+	}{
+		{"nothing", node(nil), node(nil), nil},
+		{"initialized", node(nil), node(initialized), []string{"node node-1 initialized: provider ID minicloud://i-1, zone mc-central-a, type mc.small, addresses InternalIP=127.200.0.1"}},
+		{"pod CIDR", node(nil), node(func(n *corev1.Node) { n.Spec.PodCIDR = "10.244.1.0/24" }), []string{"node node-1: pod CIDR 10.244.1.0/24"}},
+		{"not ready", node(nil), node(func(n *corev1.Node) { n.Status.Conditions = []corev1.NodeCondition{ready(corev1.ConditionUnknown)} }), []string{"node node-1: Ready=Unknown"}},
+		{"route", node(nil), node(func(n *corev1.Node) {
+			n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{Type: corev1.NodeNetworkUnavailable, Status: corev1.ConditionFalse})
+		}), []string{"node node-1: pod network route in place (NetworkUnavailable=False)"}},
+		{"shutdown taint", node(initialized), node(func(n *corev1.Node) {
+			initialized(n)
+			n.Spec.Taints = []corev1.Taint{{Key: cloudproviderapi.TaintNodeShutdown, Effect: corev1.TaintEffectNoSchedule}}
+		}), []string{"node node-1: tainted node.cloudprovider.kubernetes.io/shutdown (its instance is shut down)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, nodeChanges(tt.before, tt.after)); diff != "" {
+				t.Errorf("nodeChanges (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
