@@ -282,6 +282,7 @@ func TestBadInput(t *testing.T) {
 		{"faults rate above one", "PUT", "/v1/_faults", `{"error_rate":1.5}`, 400},
 		{"faults negative latency", "PUT", "/v1/_faults", `{"latency_ms":-1}`, 400},
 		{"faults unknown field", "PUT", "/v1/_faults", `{"chaos":true}`, 400},
+		{"faults unknown operation", "PUT", "/v1/_faults", `{"error_rate":1,"operations":["GET /v1/volumes"]}`, 400},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var headers map[string]string

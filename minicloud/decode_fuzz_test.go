@@ -45,7 +45,7 @@ func decodeAndValidate(kind uint8, body []byte) (any, error) {
 		if err := decodeStrict(body, &in); err != nil {
 			return nil, err
 		}
-		return &in, validateFaults(&in)
+		return &in, validateFaultRates(&in)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"maps"
 	"net/http"
 	"net/netip"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
@@ -486,7 +488,16 @@ func (s *Server) getFaults(*http.Request) (int, any, error) {
 	return http.StatusOK, s.faults, nil
 }
 
-func validateFaults(f *api.Faults) error {
+func (s *Server) validateFaults(f *api.Faults) error {
+	for _, op := range f.Operations {
+		if !slices.Contains(s.operations, op) {
+			return errInvalid("unknown operation %q (operations: %s)", op, strings.Join(s.operations, ", "))
+		}
+	}
+	return validateFaultRates(f)
+}
+
+func validateFaultRates(f *api.Faults) error {
 	if f.ErrorRate < 0 || f.ErrorRate > 1 || f.ThrottleRate < 0 || f.ThrottleRate > 1 {
 		return errInvalid("error_rate and throttle_rate must be between 0 and 1")
 	}
@@ -505,7 +516,7 @@ func (s *Server) putFaults(r *http.Request) (int, any, error) {
 	if err := decodeStrict(body, &f); err != nil {
 		return 0, nil, err
 	}
-	if err := validateFaults(&f); err != nil {
+	if err := s.validateFaults(&f); err != nil {
 		return 0, nil, err
 	}
 	s.statsMu.Lock()

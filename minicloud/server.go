@@ -62,6 +62,9 @@ type Server struct {
 	closed  bool
 
 	targets targetIndex
+	// operations are the rate-limited, counted operations, for validating
+	// fault filters.
+	operations []string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -209,6 +212,9 @@ type handlerFunc func(r *http.Request) (int, any, error)
 // endpoints count in the stats, are rate limited and suffer faults.
 func (s *Server) handle(op string, h handlerFunc) {
 	ops := strings.Contains(op, "/v1/_")
+	if !ops {
+		s.operations = append(s.operations, op)
+	}
 	s.mux.HandleFunc(op, func(w http.ResponseWriter, r *http.Request) {
 		token, ok := s.authenticate(r)
 		if !ok {
