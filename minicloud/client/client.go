@@ -36,7 +36,8 @@ type Client struct {
 // Option configures a Client.
 type Option func(*Client)
 
-// WithHTTPClient sets the HTTP client (default: one with a 30s timeout).
+// WithHTTPClient sets the HTTP client (default: a 30s timeout and up to 64
+// idle connections).
 func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = hc } }
 
 // WithUserAgent sets the User-Agent header.
@@ -52,7 +53,11 @@ func New(baseURL, token string, opts ...Option) (*Client, error) {
 	if token == "" {
 		return nil, fmt.Errorf("minicloud client: empty token")
 	}
-	c := &Client{base: u, token: token, http: &http.Client{Timeout: 30 * time.Second}, userAgent: "minicloud-go-client"}
+	// Many concurrent callers (a manager's workers) would otherwise churn
+	// connections: the default keeps only 2 idle ones per host.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	c := &Client{base: u, token: token, http: &http.Client{Timeout: 30 * time.Second, Transport: tr}, userAgent: "minicloud-go-client"}
 	for _, o := range opts {
 		o(c)
 	}
