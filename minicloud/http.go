@@ -77,6 +77,20 @@ func decodeStrict(body []byte, v any) error {
 	return nil
 }
 
+// decodeRequest reads, strictly decodes and validates a request body; it
+// also returns the raw body (for idempotency checks).
+func decodeRequest[T any](r *http.Request, validate func(*T) error) (T, []byte, error) {
+	var v T
+	body, err := readBody(r)
+	if err != nil {
+		return v, nil, err
+	}
+	if err := decodeStrict(body, &v); err != nil {
+		return v, nil, err
+	}
+	return v, body, validate(&v)
+}
+
 // listQuery is the parsed query of a list request.
 type listQuery struct {
 	pageSize int

@@ -113,15 +113,8 @@ func checkTargets(tx *store.Tx, targets []api.Target) error {
 }
 
 func (s *Server) createLB(r *http.Request) (int, any, error) {
-	body, err := readBody(r)
+	spec, body, err := decodeRequest(r, func(v *api.LoadBalancerSpec) error { return validateLBSpec(v, true) })
 	if err != nil {
-		return 0, nil, err
-	}
-	var spec api.LoadBalancerSpec
-	if err := decodeStrict(body, &spec); err != nil {
-		return 0, nil, err
-	}
-	if err := validateLBSpec(&spec, true); err != nil {
 		return 0, nil, err
 	}
 	id, res, replayed, err := s.create(r, body, store.LoadBalancers, func(tx *store.Tx) (string, any, error) {
@@ -321,15 +314,8 @@ func (s *Server) updateLB(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
-	body, err := readBody(r)
+	spec, _, err := decodeRequest(r, func(v *api.LoadBalancerSpec) error { return validateLBSpec(v, false) })
 	if err != nil {
-		return 0, nil, err
-	}
-	var spec api.LoadBalancerSpec
-	if err := decodeStrict(body, &spec); err != nil {
-		return 0, nil, err
-	}
-	if err := validateLBSpec(&spec, false); err != nil {
 		return 0, nil, err
 	}
 	err = s.store.Update(func(tx *store.Tx) error {

@@ -166,15 +166,8 @@ func knownZone(z string) bool {
 }
 
 func (s *Server) createInstance(r *http.Request) (int, any, error) {
-	body, err := readBody(r)
+	in, body, err := decodeRequest(r, validateInstanceCreate)
 	if err != nil {
-		return 0, nil, err
-	}
-	var in api.InstanceCreate
-	if err := decodeStrict(body, &in); err != nil {
-		return 0, nil, err
-	}
-	if err := validateInstanceCreate(&in); err != nil {
 		return 0, nil, err
 	}
 	id, res, replayed, err := s.create(r, body, store.Instances, func(tx *store.Tx) (string, any, error) {
@@ -329,15 +322,8 @@ func (s *Server) deleteInstance(r *http.Request) (int, any, error) {
 // ---- routes
 
 func (s *Server) createRoute(r *http.Request) (int, any, error) {
-	body, err := readBody(r)
+	in, body, err := decodeRequest(r, validateRouteCreate)
 	if err != nil {
-		return 0, nil, err
-	}
-	var in api.RouteCreate
-	if err := decodeStrict(body, &in); err != nil {
-		return 0, nil, err
-	}
-	if err := validateRouteCreate(&in); err != nil {
 		return 0, nil, err
 	}
 	id, res, replayed, err := s.create(r, body, store.Routes, func(tx *store.Tx) (string, any, error) {
@@ -508,15 +494,8 @@ func validateFaultRates(f *api.Faults) error {
 }
 
 func (s *Server) putFaults(r *http.Request) (int, any, error) {
-	body, err := readBody(r)
+	f, _, err := decodeRequest(r, s.validateFaults)
 	if err != nil {
-		return 0, nil, err
-	}
-	var f api.Faults
-	if err := decodeStrict(body, &f); err != nil {
-		return 0, nil, err
-	}
-	if err := s.validateFaults(&f); err != nil {
 		return 0, nil, err
 	}
 	s.statsMu.Lock()
