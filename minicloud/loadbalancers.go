@@ -276,26 +276,10 @@ func (s *Server) listLBs(r *http.Request) (int, any, error) {
 	var items []api.LoadBalancer
 	var more bool
 	err = s.store.View(func(tx *store.Tx) error {
-		if q.name != "" {
-			id, err := tx.LookupName(store.LoadBalancers, q.name)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && id <= q.after) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			lb, err := store.Get[lbRecord](tx, store.LoadBalancers, id)
-			if err != nil {
-				return err
-			}
-			if q.matchTags(lb.Tags) {
-				items = append(items, lb)
-			}
-		} else {
-			items, more, err = store.List(tx, store.LoadBalancers, q.after, q.pageSize, func(lb *lbRecord) bool { return q.matchTags(lb.Tags) })
-			if err != nil {
-				return err
-			}
+		var err error
+		items, more, err = query(tx, store.LoadBalancers, q, func(lb *lbRecord) map[string]string { return lb.Tags })
+		if err != nil {
+			return err
 		}
 		res := newResolver(tx)
 		for i := range items {

@@ -112,6 +112,27 @@ func (s *Server) create(r *http.Request, body []byte, kind store.Kind, build fun
 	return id, resource, replayed, err
 }
 
+// query answers a list query on kind: by the name index when q names a
+// resource (the common "instance of this node" question needs no scan),
+// else by a paged scan; tags returns a resource's tags for the filters.
+func query[T any](tx *store.Tx, kind store.Kind, q listQuery, tags func(*T) map[string]string) ([]T, bool, error) {
+	if q.name == "" {
+		return store.List(tx, kind, q.after, q.pageSize, func(v *T) bool { return q.matchTags(tags(v)) })
+	}
+	id, err := tx.LookupName(kind, q.name)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && id <= q.after) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v, err := store.Get[T](tx, kind, id)
+	if err != nil || !q.matchTags(tags(&v)) {
+		return nil, false, err
+	}
+	return []T{v}, false, nil
+}
+
 // replay answers a replayed create: the resource as it is now, or as it was
 // first returned when it has been deleted since.
 func replay(id string, first any, current func(id string) (any, error)) (int, any, error) {
@@ -237,26 +258,7 @@ func (s *Server) listInstances(r *http.Request) (int, any, error) {
 	var items []api.Instance
 	var more bool
 	err = s.store.View(func(tx *store.Tx) error {
-		if q.name != "" {
-			// The name index answers the common "instance of this node"
-			// question without a scan.
-			id, err := tx.LookupName(store.Instances, q.name)
-			if errors.Is(err, store.ErrNotFound) || (err == nil && id <= q.after) {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			inst, err := store.Get[api.Instance](tx, store.Instances, id)
-			if err != nil {
-				return err
-			}
-			if q.matchTags(inst.Tags) {
-				items = append(items, inst)
-			}
-			return nil
-		}
-		items, more, err = store.List(tx, store.Instances, q.after, q.pageSize, func(i *api.Instance) bool { return q.matchTags(i.Tags) })
+		items, more, err = query(tx, store.Instances, q, func(i *api.Instance) map[string]string { return i.Tags })
 		return err
 	})
 	if err != nil {
@@ -408,7 +410,7 @@ func (s *Server) listRoutes(r *http.Request) (int, any, error) {
 	var items []api.Route
 	var more bool
 	err = s.store.View(func(tx *store.Tx) error {
-		items, more, err = store.List(tx, store.Routes, q.after, q.pageSize, func(rt *api.Route) bool { return q.matchTags(rt.Tags) })
+		items, more, err = query(tx, store.Routes, q, func(rt *api.Route) map[string]string { return rt.Tags })
 		for i := range items {
 			routeState(tx, &items[i])
 		}
