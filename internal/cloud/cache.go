@@ -9,6 +9,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/stratus-ccm/stratus/internal/cloud/instanceindex"
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
 
@@ -37,10 +38,9 @@ type instanceCache struct {
 
 // snapshot is one successful listing.
 type snapshot struct {
+	*instanceindex.Index
 	startedAt time.Time
 	list      []pcp.Instance
-	byID      map[string]*pcp.Instance
-	byName    map[string]*pcp.Instance
 }
 
 func newInstanceCache(p *Provider, freshness time.Duration) *instanceCache {
@@ -48,31 +48,7 @@ func newInstanceCache(p *Provider, freshness time.Duration) *instanceCache {
 }
 
 func newSnapshot(startedAt time.Time, list []pcp.Instance) *snapshot {
-	s := &snapshot{
-		startedAt: startedAt,
-		list:      list,
-		byID:      make(map[string]*pcp.Instance, len(list)),
-		byName:    make(map[string]*pcp.Instance, len(list)),
-	}
-	for i := range list {
-		inst := &list[i]
-		if inst.Metadata.ProviderID != "" {
-			s.byID[inst.Metadata.ProviderID] = inst
-		}
-		if inst.Name != "" {
-			s.byName[inst.Name] = inst
-		}
-	}
-	return s
-}
-
-// find returns the node's instance: by provider ID, or by name for a node that has
-// none yet.
-func (s *snapshot) find(node *v1.Node) *pcp.Instance {
-	if node.Spec.ProviderID != "" {
-		return s.byID[node.Spec.ProviderID]
-	}
-	return s.byName[node.Name]
+	return &snapshot{Index: instanceindex.New(list), startedAt: startedAt, list: list}
 }
 
 // instances returns a copy of the listing.
@@ -108,7 +84,7 @@ func (c *instanceCache) lookup(ctx context.Context, node *v1.Node) (*pcp.Instanc
 	if err != nil {
 		return nil, fmt.Errorf("instance of node %s: %w", node.Name, err)
 	}
-	inst := snap.find(node)
+	inst := snap.Find(node)
 	// A miss counts only if the listing started after the node was created (its
 	// machine is older than the node object) or after this lookup began (nothing
 	// fresher can be had); otherwise list again.
@@ -122,7 +98,7 @@ func (c *instanceCache) lookup(ctx context.Context, node *v1.Node) (*pcp.Instanc
 			return nil, fmt.Errorf("instance of node %s: %w", node.Name, err)
 		}
 		listed = listed || relisted
-		inst = snap.find(node)
+		inst = snap.Find(node)
 	}
 	if listed {
 		cacheMisses.WithLabelValues(c.p.name).Inc()

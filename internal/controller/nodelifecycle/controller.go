@@ -21,7 +21,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/controller/events"
-	"github.com/stratus-ccm/stratus/internal/controller/node/instanceindex"
+	"github.com/stratus-ccm/stratus/internal/cloud/instanceindex"
 )
 
 // Upstream names: the event source component and event reasons.
