@@ -216,27 +216,32 @@ func (s *Server) handle(op string, h handlerFunc) {
 		s.operations = append(s.operations, op)
 	}
 	s.mux.HandleFunc(op, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
 		token, ok := s.authenticate(r)
 		if !ok {
 			writeUnauthorized(w)
 			return
 		}
+		status, body, err := 0, any(nil), error(nil)
 		if !ops {
-			if err := s.admit(r.Context(), op, token); err != nil {
-				writeError(w, err)
-				return
-			}
+			err = s.admit(r.Context(), op, token)
 		}
-		status, body, err := h(r.WithContext(context.WithValue(r.Context(), tokenKey{}, token)))
+		if err == nil {
+			status, body, err = h(r.WithContext(context.WithValue(r.Context(), tokenKey{}, token)))
+		}
 		if err != nil {
 			var ae *apiError
-			if !errors.As(err, &ae) {
+			if errors.As(err, &ae) {
+				status = ae.status
+			} else {
+				status = http.StatusInternalServerError
 				s.log.Error(err, "request failed", "operation", op, "path", r.URL.Path)
 			}
 			writeError(w, err)
-			return
+		} else {
+			writeJSON(w, status, body)
 		}
-		writeJSON(w, status, body)
+		s.log.V(1).Info("request", "operation", op, "path", r.URL.Path, "status", status, "duration", time.Since(start))
 	})
 }
 
