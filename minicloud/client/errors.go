@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
@@ -69,6 +71,28 @@ func IsUnauthorized(err error) bool { return hasStatus(err, http.StatusUnauthori
 
 // IsThrottled reports whether err is a 429; RetryAfter says how long to wait.
 func IsThrottled(err error) bool { return hasStatus(err, http.StatusTooManyRequests) }
+
+// IsServerError reports whether err is a 5xx answer (an injected fault or
+// a server failure): the same call may succeed later.
+func IsServerError(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && e.StatusCode >= 500
+}
+
+// IsRetryable reports whether the same call may succeed later: throttled,
+// a server error, or no answer at all (connection refused, timeout).
+// Invalid, unauthorized, not-found and conflict answers are final.
+func IsRetryable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var e *Error
+	if errors.As(err, &e) {
+		return e.StatusCode == http.StatusTooManyRequests || e.StatusCode >= 500
+	}
+	var ne net.Error
+	return errors.As(err, &ne) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
 
 // RetryAfter returns how long the server asked to wait before retrying, and
 // whether err is a throttling error at all.

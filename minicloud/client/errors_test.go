@@ -47,11 +47,31 @@ func TestErrors(t *testing.T) {
 			if e.Code != tc.code || e.StatusCode != tc.status || e.Operation != "GET /v1/instances/i-1" {
 				t.Fatalf("error %+v", e)
 			}
+			if IsRetryable(err) != (tc.status == 429 || tc.status >= 500) || IsServerError(err) != (tc.status >= 500) {
+				t.Fatalf("IsRetryable/IsServerError wrong for %d", tc.status)
+			}
 			d, ok := RetryAfter(err)
 			if d != tc.retryAfter || ok != (tc.status == 429) {
 				t.Fatalf("RetryAfter = %v, %v; want %v", d, ok, tc.retryAfter)
 			}
 		})
+	}
+}
+
+func TestNoAnswerIsRetryable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL
+	srv.Close() // nothing listens there any more
+	c, err := New(url, "t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = c.GetInstance(context.Background(), "i-1")
+	if err == nil || !IsRetryable(err) || IsNotFound(err) || IsServerError(err) {
+		t.Fatalf("connection refused: %v; want retryable", err)
+	}
+	if IsRetryable(nil) {
+		t.Fatal("nil is retryable")
 	}
 }
 
