@@ -3,8 +3,10 @@ package devenv
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -52,7 +54,8 @@ func startControlPlane(t *testing.T) (*ControlPlane, kubernetes.Interface) {
 	return cp, cs
 }
 
-func TestControlPlaneAllocatesCIDRsAndMarksSilentNodesNotReady(t *testing.T) {
+func TestControlPlaneAllocatesPodCIDRsAndStopsCleanly(t *testing.T) {
+	t.Parallel()
 	cp, cs := startControlPlane(t)
 
 	ctx, cancel := context.WithCancel(t.Context())
@@ -60,7 +63,8 @@ func TestControlPlaneAllocatesCIDRsAndMarksSilentNodesNotReady(t *testing.T) {
 	go func() { done <- (&Kubelet{Name: "node-a", IP: testIP(), Client: cs}).Run(ctx) }()
 
 	// Node IPAM in kube-controller-manager gives the node a pod CIDR from the
-	// cluster CIDR.
+	// cluster CIDR. (Node lifecycle marking silent nodes NotReady is checked
+	// by TestDevClusterAndKubelets.)
 	var node *corev1.Node
 	poll(t, 60*time.Second, "pod CIDR allocated and node Ready", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
@@ -70,20 +74,13 @@ func TestControlPlaneAllocatesCIDRsAndMarksSilentNodesNotReady(t *testing.T) {
 		node = n
 		return n.Spec.PodCIDR != "" && isReady(n), nil
 	})
-	if got := node.Spec.PodCIDR; got[:7] != "10.244." {
-		t.Errorf("pod CIDR = %s, want one from %s", got, ClusterCIDR)
+	if _, cidr, err := net.ParseCIDR(ClusterCIDR); err != nil || !cidr.Contains(net.ParseIP(strings.Split(node.Spec.PodCIDR, "/")[0])) {
+		t.Errorf("pod CIDR = %s, want one from %s", node.Spec.PodCIDR, ClusterCIDR)
 	}
-
-	// The machine stops: heartbeats stop and node lifecycle marks the node
-	// NotReady (Unknown) after the grace period.
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("kubelet: %v", err)
 	}
-	poll(t, NodeMonitorGracePeriod+30*time.Second, "node marked not ready", func(ctx context.Context) (bool, error) {
-		n, err := cs.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
-		return err == nil && !isReady(n), nil
-	})
 
 	// Stop leaves no process behind.
 	pids := cp.Pids()

@@ -223,6 +223,7 @@ func (d *devRun) createLBService(ctx context.Context, name string) *corev1.Servi
 // TestDevClusterAndKubelets runs stratus dev without the manager: the
 // cluster, the cloud and the kubelets, their lifecycle, Ctrl-C and restart.
 func TestDevClusterAndKubelets(t *testing.T) {
+	t.Parallel()
 	state := t.TempDir()
 	d := startDev(t, state, "--nodes", "2", "--no-manager")
 	ctx := t.Context()
@@ -318,6 +319,7 @@ func TestDevClusterAndKubelets(t *testing.T) {
 // initializes nodes, provisions a load balancer that answers, programs
 // routes, taints a stopped instance's node and removes a deleted one's.
 func TestDevEndToEnd(t *testing.T) {
+	t.Parallel()
 	root, err := testenv.RepoRoot()
 	if err != nil {
 		t.Fatal(err)

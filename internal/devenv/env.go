@@ -48,6 +48,9 @@ const (
 	ReadyLine = "stratus dev: ready"
 	// instanceType is the type of the instances stratus dev creates.
 	instanceType = "mc.small"
+	// NodeDeletionGracePeriod is how long a node must be NotReady before
+	// stratus may delete it (--node-deletion-grace-period of the manager).
+	NodeDeletionGracePeriod = 20 * time.Second
 	// fleetPeriod is how often minicloud is asked which instances run.
 	fleetPeriod = 2 * time.Second
 )
@@ -400,6 +403,9 @@ func (e *env) managerArgs() []string {
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(e.ports.Manager),
 		"--node-monitor-period=5s",
+		// A deleted instance's node goes soon after it is NotReady (the
+		// default 1m is for real clusters); keeps the demo snappy.
+		"--node-deletion-grace-period=" + NodeDeletionGracePeriod.String(),
 		"--route-reconciliation-period=5s",
 	}
 }
