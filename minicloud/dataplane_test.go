@@ -107,6 +107,18 @@ func TestUDPTrafficThroughVIP(t *testing.T) {
 	}
 }
 
+func TestUDPSourceRanges(t *testing.T) {
+	f := newLBFixture(t, false, true, 0)
+	lb := f.create(t, api.LoadBalancerSpec{Name: "dns", Listeners: []api.Listener{{Protocol: "UDP", Port: 15354, TargetPort: f.port}},
+		SourceRanges: []string{"127.0.0.2/32"}})
+	if answer, err := minicloudtest.AskUDPFrom(vipAddr(lb, 15354), "127.0.0.2", "q", 3*time.Second); err != nil || !strings.HasSuffix(answer, ":q") {
+		t.Fatalf("allowed source: %q, %v", answer, err)
+	}
+	if answer, err := minicloudtest.AskUDPFrom(vipAddr(lb, 15354), "127.0.0.3", "q", 500*time.Millisecond); err == nil {
+		t.Fatalf("a source outside source_ranges got %q", answer)
+	}
+}
+
 func TestHealthCheckTakesBackendOutAndIn(t *testing.T) {
 	const healthPort = 10256
 	f := newLBFixture(t, true, false, healthPort)

@@ -184,32 +184,44 @@ func CountTCP(t testing.TB, addr string, n int) map[string]int {
 }
 
 // AskUDP sends payload to addr from a fresh socket (a new session) and
-// returns the answer, retrying for a few seconds since datagrams can be lost.
+// returns the answer, retrying for up to 3 seconds since datagrams can be
+// lost.
 func AskUDP(addr, payload string) (string, error) {
-	c, err := net.Dial("udp", addr)
+	return AskUDPFrom(addr, "", payload, 3*time.Second)
+}
+
+// AskUDPFrom is AskUDP from the local IP (when not empty), giving up after
+// timeout.
+func AskUDPFrom(addr, local, payload string, timeout time.Duration) (string, error) {
+	d := net.Dialer{}
+	if local != "" {
+		d.LocalAddr = &net.UDPAddr{IP: net.ParseIP(local)}
+	}
+	c, err := d.Dial("udp", addr)
 	if err != nil {
 		return "", err
 	}
 	defer c.Close()
 	buf := make([]byte, 2048)
-	// Datagrams may be lost; retry a few times within the deadline.
-	deadline := time.Now().Add(3 * time.Second)
+	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
 		if _, err := c.Write([]byte(payload)); err != nil {
 			return "", err
 		}
-		c.SetReadDeadline(time.Now().Add(300 * time.Millisecond))
+		attempt := time.Now().Add(min(300*time.Millisecond, time.Until(deadline)))
+		c.SetReadDeadline(attempt)
 		n, err := c.Read(buf)
 		if err == nil {
 			return string(buf[:n]), nil
 		}
 		var ne net.Error
 		if !errors.As(err, &ne) || !ne.Timeout() {
-			// ICMP unreachable while the listener starts: retry.
-			continue
+			// ICMP port unreachable (the listener is not up yet): pace
+			// the retries instead of spinning.
+			<-time.After(time.Until(attempt))
 		}
 	}
-	return "", fmt.Errorf("no UDP answer from %s", addr)
+	return "", fmt.Errorf("no UDP answer from %s within %s", addr, timeout)
 }
 
 // Refused reports whether nothing accepts TCP connections at addr.
