@@ -5,5 +5,5 @@ package main
 // --config select among them by registered name. To add a provider to a build,
 // add its package here (a blank import).
 import (
-// _ "github.com/stratus-ccm/stratus/providers/minicloud" // registers "minicloud" (lands with providers/minicloud)
+	_ "github.com/stratus-ccm/stratus/providers/minicloud" // registers "minicloud"
 )

@@ -1,0 +1,114 @@
+package minicloud
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+
+	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
+
+	"github.com/stratus-ccm/stratus/minicloud/client"
+)
+
+// ProviderName is the name the provider registers under (--cloud-provider)
+// and the scheme of its provider IDs.
+const ProviderName = "minicloud"
+
+// Tag keys the provider puts on the resources it creates.
+const (
+	// TagCluster carries the --cluster-name on load balancers and routes.
+	TagCluster = "stratus/cluster"
+	// TagServiceNamespace, TagServiceName and TagServiceUID identify the
+	// Service a load balancer serves.
+	TagServiceNamespace = "stratus/service-namespace"
+	TagServiceName      = "stratus/service-name"
+	TagServiceUID       = "stratus/service-uid"
+	// TagNode carries the node name on routes.
+	TagNode = "stratus/node"
+)
+
+func init() {
+	cloudprovider.RegisterCloudProvider(ProviderName, func(r io.Reader) (cloudprovider.Interface, error) {
+		cfg, err := ParseConfig(r)
+		if err != nil {
+			return nil, err
+		}
+		return New(cfg)
+	})
+}
+
+// Cloud is the minicloud provider: a cloudprovider.Interface with
+// InstancesV2, LoadBalancer and Routes.
+type Cloud struct {
+	api    *client.Client
+	inst   *instances
+	lbs    *loadBalancers
+	routes *routes
+}
+
+// New returns the provider for cfg, reading the token file if cfg names one.
+func New(cfg *Config) (*Cloud, error) {
+	token, err := cfg.ResolveToken()
+	if err != nil {
+		return nil, err
+	}
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = DefaultTimeout
+	}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	// A manager's workers call concurrently; keep their connections.
+	tr.MaxIdleConnsPerHost = 64
+	c, err := client.New(cfg.URL, token,
+		client.WithHTTPClient(&http.Client{Timeout: timeout, Transport: tr}),
+		client.WithUserAgent("stratus-minicloud-provider"))
+	if err != nil {
+		return nil, fmt.Errorf("minicloud config: %w", err)
+	}
+	return NewFromClient(c), nil
+}
+
+// NewFromClient returns the provider using an existing minicloud client.
+func NewFromClient(c *client.Client) *Cloud {
+	inst := &instances{api: c}
+	return &Cloud{api: c, inst: inst, lbs: &loadBalancers{api: c, inst: inst}, routes: &routes{api: c, inst: inst}}
+}
+
+// Initialize keeps a Kubernetes client so that CreateRoute can find a
+// node's instance by its provider ID. It starts nothing.
+func (c *Cloud) Initialize(b cloudprovider.ControllerClientBuilder, _ <-chan struct{}) {
+	if b == nil {
+		return
+	}
+	kc, err := b.Client("minicloud-provider")
+	if err != nil {
+		klog.ErrorS(err, "minicloud: no Kubernetes client; routes find instances by node name only")
+		return
+	}
+	c.routes.setNodes(kc)
+}
+
+// LoadBalancer returns the load-balancer implementation.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c.lbs, true }
+
+// Instances returns false: the provider implements InstancesV2.
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// InstancesV2 returns the instances implementation.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c.inst, true }
+
+// Zones returns false: InstancesV2 reports zones.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters returns false.
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// Routes returns the routes implementation.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return c.routes, true }
+
+// ProviderName returns "minicloud".
+func (c *Cloud) ProviderName() string { return ProviderName }
+
+// HasClusterID returns true: resources are tagged with --cluster-name.
+func (c *Cloud) HasClusterID() bool { return true }

@@ -1,0 +1,132 @@
+package minicloud
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"sigs.k8s.io/yaml"
+)
+
+// DefaultTimeout bounds each minicloud API request when the config sets no
+// timeout.
+const DefaultTimeout = 30 * time.Second
+
+// maxConfigSize bounds the cloud config file (it is a handful of keys).
+const maxConfigSize = 1 << 20
+
+// Config is the provider's cloud config (the --cloud-config file):
+//
+//	url: http://127.0.0.1:8780       # required: the minicloud API
+//	tokenFile: /etc/minicloud/token   # or token: <bearer token>; exactly one
+//	timeout: 30s                      # per request; default 30s
+//
+// Unknown keys are rejected. The token is never logged: String redacts it.
+type Config struct {
+	// URL is the base URL of the minicloud API (key "url").
+	URL string `json:"url"`
+	// Token is the bearer token (key "token").
+	Token string `json:"token,omitempty"`
+	// TokenFile is a file holding the bearer token (key "tokenFile"); leading
+	// and trailing white space is ignored.
+	TokenFile string `json:"tokenFile,omitempty"`
+	// Timeout bounds each API request (key "timeout", a Go duration such as
+	// "10s"). Zero means DefaultTimeout.
+	Timeout time.Duration `json:"-"`
+}
+
+// rawConfig is the file's shape: the timeout is read as text so that its
+// error can name the key.
+type rawConfig struct {
+	URL       string `json:"url"`
+	Token     string `json:"token"`
+	TokenFile string `json:"tokenFile"`
+	Timeout   string `json:"timeout"`
+}
+
+// String describes the config without its token.
+func (c Config) String() string {
+	tok := "<none>"
+	if c.Token != "" {
+		tok = "<redacted>"
+	}
+	return fmt.Sprintf("minicloud config{url: %q, token: %s, tokenFile: %q, timeout: %s}", c.URL, tok, c.TokenFile, c.Timeout)
+}
+
+// ErrNoConfig is returned when the provider gets no cloud config at all.
+var ErrNoConfig = errors.New("minicloud: a cloud config is required (--cloud-config with at least url and token or tokenFile)")
+
+// ParseConfig reads and validates a cloud config. It does not read the token
+// file; ResolveToken does.
+func ParseConfig(r io.Reader) (*Config, error) {
+	if r == nil {
+		return nil, ErrNoConfig
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxConfigSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("minicloud config: read: %w", err)
+	}
+	if len(data) > maxConfigSize {
+		return nil, fmt.Errorf("minicloud config: larger than %d bytes", maxConfigSize)
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, ErrNoConfig
+	}
+	var raw rawConfig
+	if err := yaml.UnmarshalStrict(data, &raw); err != nil {
+		return nil, fmt.Errorf("minicloud config: %w", err)
+	}
+	cfg := &Config{URL: strings.TrimSpace(raw.URL), Token: strings.TrimSpace(raw.Token), TokenFile: strings.TrimSpace(raw.TokenFile)}
+	if raw.Timeout != "" {
+		d, err := time.ParseDuration(raw.Timeout)
+		if err != nil {
+			return nil, fmt.Errorf("minicloud config: timeout: %q is not a duration (e.g. 30s)", raw.Timeout)
+		}
+		if d <= 0 {
+			return nil, fmt.Errorf("minicloud config: timeout: must be positive, got %s", raw.Timeout)
+		}
+		cfg.Timeout = d
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	return cfg, nil
+}
+
+func (c *Config) validate() error {
+	if c.URL == "" {
+		return errors.New("minicloud config: url: required")
+	}
+	u, err := url.Parse(c.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("minicloud config: url: %q is not an http(s) URL", c.URL)
+	}
+	switch {
+	case c.Token != "" && c.TokenFile != "":
+		return errors.New("minicloud config: token and tokenFile: set only one")
+	case c.Token == "" && c.TokenFile == "":
+		return errors.New("minicloud config: token or tokenFile: one is required")
+	}
+	return nil
+}
+
+// ResolveToken returns the token, reading TokenFile when Token is empty.
+func (c *Config) ResolveToken() (string, error) {
+	if c.Token != "" {
+		return c.Token, nil
+	}
+	data, err := os.ReadFile(c.TokenFile)
+	if err != nil {
+		return "", fmt.Errorf("minicloud config: tokenFile: %w", err)
+	}
+	tok := strings.TrimSpace(string(data))
+	if tok == "" {
+		return "", fmt.Errorf("minicloud config: tokenFile: %s is empty", c.TokenFile)
+	}
+	return tok, nil
+}

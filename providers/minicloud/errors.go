@@ -1,0 +1,33 @@
+package minicloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/stratus-ccm/stratus/minicloud/client"
+	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+)
+
+// classify wraps an error of the minicloud client so that stratus's cloud
+// layer can act on it: 429 becomes a pcp.ThrottledError carrying the
+// server's Retry-After, 5xx and failed connections a pcp.TransientError.
+// what says which call and object failed. Callers handle 404 themselves,
+// before classify, because its meaning depends on the method.
+func classify(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *client.Error
+	switch {
+	case errors.As(err, &ce) && ce.StatusCode == http.StatusTooManyRequests:
+		err = pcp.Throttled(ce.RetryAfter, err)
+	case errors.As(err, &ce) && ce.StatusCode >= 500:
+		err = pcp.Transient(err)
+	case ce == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+		// No answer at all (connection refused or reset): the next try may work.
+		err = pcp.Transient(err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}

@@ -1,0 +1,338 @@
+package minicloud
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
+	cpapi "k8s.io/cloud-provider/api"
+	servicehelpers "k8s.io/cloud-provider/service/helpers"
+	"k8s.io/klog/v2"
+
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/client"
+	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+)
+
+// ProvisioningRetry is the delay EnsureLoadBalancer asks for (in a
+// RetryError) while minicloud is still provisioning a load balancer.
+const ProvisioningRetry = 2 * time.Second
+
+// healthCheckPath is kube-proxy's health endpoint on healthCheckNodePort.
+const healthCheckPath = "/healthz"
+
+// ErrUnsupported is wrapped by the errors for Service settings minicloud
+// cannot implement.
+var ErrUnsupported = errors.New("not supported by minicloud")
+
+// loadBalancers implements cloudprovider.LoadBalancer and
+// pcp.LoadBalancerLister.
+type loadBalancers struct {
+	api  *client.Client
+	inst *instances
+}
+
+var (
+	_ cloudprovider.LoadBalancer = (*loadBalancers)(nil)
+	_ pcp.LoadBalancerLister     = (*loadBalancers)(nil)
+)
+
+// LoadBalancerName is the name of a Service's load balancer: "a" and the
+// Service UID without dashes, at most 32 characters (the name upstream's
+// DefaultLoadBalancerName gives).
+func LoadBalancerName(svc *v1.Service) string {
+	name := "a" + strings.ReplaceAll(string(svc.UID), "-", "")
+	if len(name) > 32 {
+		name = name[:32]
+	}
+	return name
+}
+
+// GetLoadBalancerName returns LoadBalancerName(svc).
+func (l *loadBalancers) GetLoadBalancerName(_ context.Context, _ string, svc *v1.Service) string {
+	return LoadBalancerName(svc)
+}
+
+// find returns the Service's load balancer in this cluster, or nil.
+func (l *loadBalancers) find(ctx context.Context, clusterName string, svc *v1.Service) (*api.LoadBalancer, error) {
+	name := LoadBalancerName(svc)
+	page, err := l.api.ListLoadBalancersPage(ctx, client.ListOptions{Name: name})
+	if err != nil {
+		return nil, classify(fmt.Sprintf("service %s/%s: find load balancer %s", svc.Namespace, svc.Name, name), err)
+	}
+	if len(page.Items) == 0 {
+		return nil, nil
+	}
+	lb := &page.Items[0]
+	if owner := lb.Tags[TagCluster]; owner != clusterName {
+		return nil, fmt.Errorf("service %s/%s: load balancer %s (%s) belongs to cluster %q, not %q", svc.Namespace, svc.Name, name, lb.ID, owner, clusterName)
+	}
+	return lb, nil
+}
+
+// GetLoadBalancer reports whether the Service's load balancer exists and,
+// once it is active, its status.
+func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
+	lb, err := l.find(ctx, clusterName, svc)
+	if err != nil || lb == nil {
+		return nil, false, err
+	}
+	if st := statusOf(lb); st != nil {
+		return st, true, nil
+	}
+	return &v1.LoadBalancerStatus{}, true, nil
+}
+
+// EnsureLoadBalancer creates or updates the Service's load balancer. While
+// minicloud provisions it, the answer is a RetryError after
+// ProvisioningRetry, so no worker waits; once active, its status.
+func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	what := fmt.Sprintf("ensure load balancer for service %s/%s", svc.Namespace, svc.Name)
+	spec, err := specOf(clusterName, svc)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if spec.Targets, err = l.targetsOf(ctx, nodes); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	lb, err := l.find(ctx, clusterName, svc)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case lb == nil:
+		if lb, err = l.create(ctx, clusterName, svc, spec); err != nil {
+			return nil, fmt.Errorf("%s: %w", what, err)
+		}
+	case !sameSpec(lb, spec):
+		if lb, err = l.api.UpdateLoadBalancer(ctx, lb.ID, spec); err != nil {
+			return nil, classify(fmt.Sprintf("%s: update %s", what, lb.ID), err)
+		}
+	}
+	if st := statusOf(lb); st != nil {
+		return st, nil
+	}
+	return nil, cpapi.NewRetryError(fmt.Sprintf("load balancer %s (%s) for service %s/%s is provisioning", lb.Name, lb.ID, svc.Namespace, svc.Name), ProvisioningRetry)
+}
+
+// create creates the load balancer with an idempotency key derived from the
+// Service UID, so a retried create whose first answer was lost creates
+// nothing new. The key's record outlives the load balancer, so a Service
+// whose load balancer was deleted (type changed back and forth, or removed
+// in the cloud) would be answered with the deleted one, or a conflict when
+// its spec changed since: then create again without the key; the unique
+// name still prevents duplicates.
+func (l *loadBalancers) create(ctx context.Context, clusterName string, svc *v1.Service, spec api.LoadBalancerSpec) (*api.LoadBalancer, error) {
+	what := "create " + spec.Name
+	lb, err := l.api.CreateLoadBalancer(ctx, spec, client.WithIdempotencyKey("stratus-lb-"+string(svc.UID)))
+	switch {
+	case client.IsConflict(err):
+		// Created meanwhile under the same name (adopt it), or a stale key.
+		if found, err := l.find(ctx, clusterName, svc); found != nil || err != nil {
+			return found, err
+		}
+	case err != nil:
+		return nil, classify(what, err)
+	default:
+		cur, err := l.api.GetLoadBalancer(ctx, lb.ID)
+		if !client.IsNotFound(err) {
+			return cur, classify(what, err)
+		}
+	}
+	klog.FromContext(ctx).V(2).Info("idempotency key names a deleted load balancer; creating anew", "service", klog.KObj(svc))
+	lb, err = l.api.CreateLoadBalancer(ctx, spec)
+	if client.IsConflict(err) {
+		if found, ferr := l.find(ctx, clusterName, svc); found != nil || ferr != nil {
+			return found, ferr
+		}
+	}
+	return lb, classify(what, err)
+}
+
+// UpdateLoadBalancer replaces the targets of the Service's load balancer.
+func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) error {
+	what := fmt.Sprintf("update load balancer for service %s/%s", svc.Namespace, svc.Name)
+	targets, err := l.targetsOf(ctx, nodes)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	lb, err := l.find(ctx, clusterName, svc)
+	if err != nil {
+		return err
+	}
+	if lb == nil {
+		return fmt.Errorf("%s: load balancer %s does not exist", what, LoadBalancerName(svc))
+	}
+	if slices.Equal(lb.Targets, targets) {
+		return nil
+	}
+	spec := specFrom(lb)
+	spec.Targets = targets
+	_, err = l.api.UpdateLoadBalancer(ctx, lb.ID, spec)
+	return classify(fmt.Sprintf("%s: update %s", what, lb.ID), err)
+}
+
+// EnsureLoadBalancerDeleted deletes the Service's load balancer; one that
+// is already gone is fine.
+func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *v1.Service) error {
+	lb, err := l.find(ctx, clusterName, svc)
+	if err != nil || lb == nil {
+		return err
+	}
+	if err := l.api.DeleteLoadBalancer(ctx, lb.ID); err != nil && !client.IsNotFound(err) {
+		return classify(fmt.Sprintf("delete load balancer %s for service %s/%s", lb.ID, svc.Namespace, svc.Name), err)
+	}
+	return nil
+}
+
+// ListLoadBalancers lists the load balancers tagged with clusterName, with
+// the Service each serves and, when active, its status.
+func (l *loadBalancers) ListLoadBalancers(ctx context.Context, clusterName string) ([]pcp.LoadBalancerRef, error) {
+	all, err := l.api.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{TagCluster: clusterName}, PageSize: listPageSize})
+	if err != nil {
+		return nil, classify(fmt.Sprintf("list load balancers of cluster %q", clusterName), err)
+	}
+	refs := make([]pcp.LoadBalancerRef, 0, len(all))
+	for i := range all {
+		lb := &all[i]
+		refs = append(refs, pcp.LoadBalancerRef{
+			Name:             lb.Name,
+			ServiceNamespace: lb.Tags[TagServiceNamespace],
+			ServiceName:      lb.Tags[TagServiceName],
+			ServiceUID:       types.UID(lb.Tags[TagServiceUID]),
+			Status:           statusOf(lb),
+		})
+	}
+	return refs, nil
+}
+
+// statusOf is the Service status of an active load balancer, nil while it
+// is provisioning.
+func statusOf(lb *api.LoadBalancer) *v1.LoadBalancerStatus {
+	if lb.State != api.LBActive {
+		return nil
+	}
+	mode := v1.LoadBalancerIPModeVIP
+	ing := v1.LoadBalancerIngress{IP: lb.VIP, IPMode: &mode}
+	for _, ln := range lb.Listeners {
+		ing.Ports = append(ing.Ports, v1.PortStatus{Port: int32(ln.Port), Protocol: v1.Protocol(ln.Protocol)})
+	}
+	return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{ing}}
+}
+
+// specOf is the load balancer a Service asks for, without targets. Settings
+// minicloud cannot implement are an error naming the field.
+func specOf(clusterName string, svc *v1.Service) (api.LoadBalancerSpec, error) {
+	spec := api.LoadBalancerSpec{
+		Name: LoadBalancerName(svc),
+		Tags: map[string]string{
+			TagCluster:          clusterName,
+			TagServiceNamespace: svc.Namespace,
+			TagServiceName:      svc.Name,
+			TagServiceUID:       string(svc.UID),
+		},
+	}
+	if svc.Spec.LoadBalancerIP != "" {
+		return spec, fmt.Errorf("spec.loadBalancerIP: requesting an address is %w (VIPs are allocated)", ErrUnsupported)
+	}
+	if len(svc.Spec.Ports) == 0 {
+		return spec, errors.New("spec.ports: a load balancer needs at least one port")
+	}
+	var tcpPort int
+	for i, p := range svc.Spec.Ports {
+		proto := p.Protocol
+		if proto == "" {
+			proto = v1.ProtocolTCP
+		}
+		if proto != v1.ProtocolTCP && proto != v1.ProtocolUDP {
+			return spec, fmt.Errorf("spec.ports[%d].protocol: %s is %w (TCP and UDP are)", i, proto, ErrUnsupported)
+		}
+		if p.NodePort == 0 {
+			return spec, fmt.Errorf("spec.ports[%d].nodePort: not allocated (spec.allocateLoadBalancerNodePorts: false); minicloud forwards to node ports, so a load balancer without them is %w", i, ErrUnsupported)
+		}
+		if proto == v1.ProtocolTCP && tcpPort == 0 {
+			tcpPort = int(p.NodePort)
+		}
+		spec.Listeners = append(spec.Listeners, api.Listener{Protocol: string(proto), Port: int(p.Port), TargetPort: int(p.NodePort)})
+	}
+	switch {
+	case servicehelpers.RequestsOnlyLocalTraffic(svc) && svc.Spec.HealthCheckNodePort != 0:
+		spec.HealthCheck = &api.HealthCheck{Protocol: api.ProtocolHTTP, Port: int(svc.Spec.HealthCheckNodePort), Path: healthCheckPath}
+	case tcpPort != 0:
+		spec.HealthCheck = &api.HealthCheck{Protocol: api.ProtocolTCP, Port: tcpPort}
+	}
+	ranges, err := servicehelpers.GetLoadBalancerSourceRanges(svc)
+	if err != nil {
+		return spec, err
+	}
+	if !servicehelpers.IsAllowAll(ranges) {
+		spec.SourceRanges = ranges.StringSlice()
+		slices.Sort(spec.SourceRanges)
+	}
+	return spec, nil
+}
+
+// targetsOf returns the instances of nodes, sorted. Nodes of other
+// providers are skipped; nodes without a provider ID are matched to
+// instances by name (one listing).
+func (l *loadBalancers) targetsOf(ctx context.Context, nodes []*v1.Node) ([]api.Target, error) {
+	ids := map[string]bool{}
+	var unnamed []string
+	for _, n := range nodes {
+		switch id, err := InstanceIDOf(n.Spec.ProviderID); {
+		case err == nil:
+			ids[id] = true
+		case n.Spec.ProviderID == "":
+			unnamed = append(unnamed, n.Name)
+		}
+	}
+	if len(unnamed) > 0 {
+		all, err := l.inst.ListInstances(ctx)
+		if err != nil {
+			return nil, err
+		}
+		byName := make(map[string]string, len(all))
+		for _, in := range all {
+			byName[in.Name], _ = InstanceIDOf(in.Metadata.ProviderID)
+		}
+		for _, name := range unnamed {
+			if id := byName[name]; id != "" {
+				ids[id] = true
+			}
+		}
+	}
+	targets := make([]api.Target, 0, len(ids))
+	for id := range ids {
+		targets = append(targets, api.Target{InstanceID: id})
+	}
+	slices.SortFunc(targets, func(a, b api.Target) int { return strings.Compare(a.InstanceID, b.InstanceID) })
+	return targets, nil
+}
+
+// specFrom is the spec that recreates lb as it is.
+func specFrom(lb *api.LoadBalancer) api.LoadBalancerSpec {
+	return api.LoadBalancerSpec{Tags: lb.Tags, Listeners: lb.Listeners, Targets: lb.Targets, HealthCheck: lb.HealthCheck, SourceRanges: lb.SourceRanges}
+}
+
+// sameSpec reports whether lb already is what spec asks for.
+func sameSpec(lb *api.LoadBalancer, spec api.LoadBalancerSpec) bool {
+	cur := specFrom(lb)
+	cur.Name = spec.Name
+	sortedTargets := slices.Clone(cur.Targets)
+	slices.SortFunc(sortedTargets, func(a, b api.Target) int { return strings.Compare(a.InstanceID, b.InstanceID) })
+	cur.Targets = sortedTargets
+	if cur.HealthCheck != nil && spec.HealthCheck != nil && spec.HealthCheck.IntervalSeconds == 0 {
+		// The server fills in its default interval.
+		hc := *cur.HealthCheck
+		hc.IntervalSeconds = 0
+		cur.HealthCheck = &hc
+	}
+	return equality.Semantic.DeepEqual(cur, spec)
+}
