@@ -102,11 +102,8 @@ func checkTargets(tx *store.Tx, targets []api.Target) error {
 		if t.InstanceID == "" {
 			continue
 		}
-		if _, err := store.Get[api.Instance](tx, store.Instances, t.InstanceID); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return errInvalid("target instance %q does not exist", t.InstanceID)
-			}
-			return err
+		if !tx.Exists(store.Instances, t.InstanceID) {
+			return errInvalid("target instance %q does not exist", t.InstanceID)
 		}
 	}
 	return nil
@@ -213,11 +210,18 @@ func (s *Server) withHealth(res *resolver, lb *api.LoadBalancer) {
 // thousands of node targets would otherwise decode them again per LB).
 type resolver struct {
 	tx        *store.Tx
-	instances map[string]*api.Instance // nil: not found
+	instances map[string]*instanceAddr // nil: not found
+}
+
+// instanceAddr is the part of an instance that routing needs; decoding
+// only these fields is much cheaper than a whole api.Instance.
+type instanceAddr struct {
+	State     string `json:"state"`
+	PrivateIP string `json:"private_ip"`
 }
 
 func newResolver(tx *store.Tx) *resolver {
-	return &resolver{tx: tx, instances: map[string]*api.Instance{}}
+	return &resolver{tx: tx, instances: map[string]*instanceAddr{}}
 }
 
 // resolve returns the backend of t, or why it cannot receive traffic.
@@ -228,7 +232,7 @@ func (r *resolver) resolve(t api.Target) dataplane.Backend {
 	}
 	inst, seen := r.instances[t.InstanceID]
 	if !seen {
-		if got, err := store.Get[api.Instance](r.tx, store.Instances, t.InstanceID); err == nil {
+		if got, err := store.Get[instanceAddr](r.tx, store.Instances, t.InstanceID); err == nil {
 			inst = &got
 		}
 		r.instances[t.InstanceID] = inst

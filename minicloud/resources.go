@@ -329,11 +329,8 @@ func (s *Server) createRoute(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	id, res, replayed, err := s.create(r, body, store.Routes, func(tx *store.Tx) (string, any, error) {
-		if _, err := store.Get[api.Instance](tx, store.Instances, in.TargetInstanceID); err != nil {
-			if errors.Is(err, store.ErrNotFound) {
-				return "", nil, errInvalid("target instance %q does not exist", in.TargetInstanceID)
-			}
-			return "", nil, err
+		if !tx.Exists(store.Instances, in.TargetInstanceID) {
+			return "", nil, errInvalid("target instance %q does not exist", in.TargetInstanceID)
 		}
 		id, err := tx.NextID(store.Routes, routePrefix)
 		if err != nil {
@@ -372,7 +369,7 @@ func validateRouteCreate(in *api.RouteCreate) error {
 // routeState says whether the route's target still exists.
 func routeState(tx *store.Tx, rt *api.Route) {
 	rt.State = api.RouteActive
-	if _, err := store.Get[api.Instance](tx, store.Instances, rt.TargetInstanceID); err != nil {
+	if !tx.Exists(store.Instances, rt.TargetInstanceID) {
 		rt.State = api.RouteBlackhole
 	}
 }

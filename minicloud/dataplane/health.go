@@ -30,19 +30,12 @@ func (p *Plane) startChecker(k checkKey) *checker {
 	ctx, cancel := context.WithCancel(p.ctx)
 	c := &checker{cancel: cancel, done: make(chan struct{}), state: Health{State: "unknown", Reason: "not probed yet"}}
 	timeout := min(k.hc.Interval, 2*time.Second)
-	client := &http.Client{
-		Timeout:   timeout,
-		Transport: &http.Transport{DisableKeepAlives: true},
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
 	go func() {
 		defer close(c.done)
 		t := time.NewTicker(k.hc.Interval)
 		defer t.Stop()
 		for {
-			err := probe(ctx, client, k, timeout)
+			err := p.probe(ctx, k, timeout)
 			if ctx.Err() != nil {
 				return
 			}
@@ -89,7 +82,18 @@ func (c *checker) record(err error, opts Options) {
 	}
 }
 
-func probe(ctx context.Context, client *http.Client, k checkKey, timeout time.Duration) error {
+// probe checks one target once. At most Options.MaxConcurrentProbes run at
+// a time, so a load balancer over thousands of new targets does not probe
+// them all in the same instant.
+func (p *Plane) probe(ctx context.Context, k checkKey, timeout time.Duration) error {
+	select {
+	case p.probeSlots <- struct{}{}:
+		defer func() { <-p.probeSlots }()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	addr := net.JoinHostPort(k.addr.String(), strconv.Itoa(k.hc.Port))
 	switch k.hc.Protocol {
 	case "HTTP":
@@ -101,7 +105,7 @@ func probe(ctx context.Context, client *http.Client, k checkKey, timeout time.Du
 		if err != nil {
 			return fmt.Errorf("health check request: %w", err)
 		}
-		resp, err := client.Do(req)
+		resp, err := p.httpClient.Do(req)
 		if err != nil {
 			return fmt.Errorf("HTTP health check %s: %w", addr, err)
 		}
@@ -111,7 +115,7 @@ func probe(ctx context.Context, client *http.Client, k checkKey, timeout time.Du
 		}
 		return nil
 	default:
-		d := net.Dialer{Timeout: timeout}
+		var d net.Dialer
 		conn, err := d.DialContext(ctx, "tcp", addr)
 		if err != nil {
 			return fmt.Errorf("TCP health check: %w", err)

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"net/netip"
 	"strconv"
 	"sync"
@@ -76,6 +77,8 @@ type Options struct {
 	// RebindInterval is how often listeners that could not be bound (the
 	// port was taken) are tried again (default 2s).
 	RebindInterval time.Duration
+	// MaxConcurrentProbes bounds health probes in flight (default 64).
+	MaxConcurrentProbes int
 }
 
 // Plane runs the listeners and health checks of all load balancers.
@@ -85,8 +88,11 @@ type Plane struct {
 	log    logr.Logger
 	opts   Options
 
-	mu  sync.Mutex
-	lbs map[string]*balancer
+	mu         sync.Mutex
+	lbs        map[string]*balancer
+	probeSlots chan struct{}
+	httpClient *http.Client
+
 	// checkers are shared by every load balancer that probes the same
 	// target the same way: with thousands of nodes behind hundreds of load
 	// balancers, one probe per node instead of one per node and LB.
@@ -116,8 +122,21 @@ func New(ctx context.Context, log logr.Logger, opts Options) *Plane {
 	if opts.RebindInterval <= 0 {
 		opts.RebindInterval = 2 * time.Second
 	}
+	if opts.MaxConcurrentProbes <= 0 {
+		opts.MaxConcurrentProbes = 64
+	}
 	ctx, cancel := context.WithCancel(ctx)
-	p := &Plane{ctx: ctx, cancel: cancel, log: log, opts: opts, lbs: map[string]*balancer{}, checkers: map[checkKey]*sharedChecker{}}
+	p := &Plane{
+		ctx: ctx, cancel: cancel, log: log, opts: opts,
+		lbs: map[string]*balancer{}, checkers: map[checkKey]*sharedChecker{},
+		probeSlots: make(chan struct{}, opts.MaxConcurrentProbes),
+		httpClient: &http.Client{
+			// A fresh connection per probe, as a load balancer's checker
+			// does; redirects are answers, not followed.
+			Transport:     &http.Transport{DisableKeepAlives: true},
+			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		},
+	}
 	go p.rebindLoop()
 	return p
 }

@@ -120,6 +120,11 @@ func Get[T any](t *Tx, kind Kind, id string) (T, error) {
 	return v, nil
 }
 
+// Exists reports whether the resource id of kind exists, without decoding it.
+func (t *Tx) Exists(kind Kind, id string) bool {
+	return t.tx.Bucket([]byte(kind)).Get([]byte(id)) != nil
+}
+
 // Put stores v as the resource id of kind.
 func Put(t *Tx, kind Kind, id string, v any) error {
 	raw, err := json.Marshal(v)
