@@ -57,6 +57,9 @@ func parseTarget(s string) (api.Target, error) {
 // or "TCP"; an empty string means no health check.
 func parseHealthCheck(s string, interval int) (*api.HealthCheck, error) {
 	if s == "" {
+		if interval != 0 {
+			return nil, fmt.Errorf("a health check interval needs --health-check")
+		}
 		return nil, nil
 	}
 	parts := strings.SplitN(s, ":", 3)

@@ -55,7 +55,7 @@ func TestParseHealthCheck(t *testing.T) {
 		want    *api.HealthCheck
 		wantErr bool
 	}{
-		{in: "", want: nil},
+		{in: "", want: nil, wantErr: true}, // interval 3 without a check
 		{in: "tcp", want: &api.HealthCheck{Protocol: "TCP", IntervalSeconds: 3}},
 		{in: "TCP:8080", want: &api.HealthCheck{Protocol: "TCP", Port: 8080, IntervalSeconds: 3}},
 		{in: "HTTP:10256:/healthz", want: &api.HealthCheck{Protocol: "HTTP", Port: 10256, Path: "/healthz", IntervalSeconds: 3}},
@@ -66,6 +66,11 @@ func TestParseHealthCheck(t *testing.T) {
 		{in: "HTTP:99999", wantErr: true},
 	} {
 		got, err := parseHealthCheck(tc.in, 3)
+		if tc.in == "" {
+			if got, err := parseHealthCheck("", 0); got != nil || err != nil {
+				t.Errorf(`parseHealthCheck("", 0) = %+v, %v; want no check`, got, err)
+			}
+		}
 		if (err != nil) != tc.wantErr || !cmp.Equal(got, tc.want) {
 			t.Errorf("parseHealthCheck(%q) = %+v, %v; want %+v, error %v", tc.in, got, err, tc.want, tc.wantErr)
 		}
