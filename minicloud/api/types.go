@@ -81,8 +81,9 @@ type Target struct {
 	IP         string `json:"ip,omitempty"`
 }
 
-// HealthCheck says how targets are probed. Port 0 means the first
-// listener's target port; IntervalSeconds 0 means 5 seconds.
+// HealthCheck says how targets are probed: TCP connects, HTTP expects 200
+// from GET Path. Port 0 means the first listener's target port;
+// IntervalSeconds 0 means 5 seconds (at most 300).
 type HealthCheck struct {
 	Protocol        string `json:"protocol"`
 	Port            int    `json:"port,omitempty"`
@@ -91,7 +92,7 @@ type HealthCheck struct {
 }
 
 // LoadBalancerSpec is the body of POST /v1/load-balancers and of
-// PUT /v1/load-balancers/{id} (where Name is ignored).
+// PUT /v1/load-balancers/{id} (where Name must be empty or unchanged).
 type LoadBalancerSpec struct {
 	Name         string            `json:"name,omitempty"`
 	Tags         map[string]string `json:"tags,omitempty"`
