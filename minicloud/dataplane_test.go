@@ -64,6 +64,7 @@ func waitHealth(t *testing.T, mc *minicloudtest.Cloud, id, ip, state string) {
 }
 
 func TestTCPTrafficThroughVIP(t *testing.T) {
+	t.Parallel()
 	f := newLBFixture(t, true, false, 0)
 	lb := f.create(t, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 18080, TargetPort: f.port}}})
 	got := minicloudtest.CountTCP(t, vipAddr(lb, 18080), 6)
@@ -87,6 +88,7 @@ func TestTCPTrafficThroughVIP(t *testing.T) {
 }
 
 func TestUDPTrafficThroughVIP(t *testing.T) {
+	t.Parallel()
 	f := newLBFixture(t, false, true, 0)
 	lb := f.create(t, api.LoadBalancerSpec{Name: "dns", Listeners: []api.Listener{{Protocol: "UDP", Port: 15353, TargetPort: f.port}}})
 	got := map[string]int{}
@@ -108,6 +110,7 @@ func TestUDPTrafficThroughVIP(t *testing.T) {
 }
 
 func TestUDPSourceRanges(t *testing.T) {
+	t.Parallel()
 	f := newLBFixture(t, false, true, 0)
 	lb := f.create(t, api.LoadBalancerSpec{Name: "dns", Listeners: []api.Listener{{Protocol: "UDP", Port: 15354, TargetPort: f.port}},
 		SourceRanges: []string{"127.0.0.2/32"}})
@@ -120,6 +123,7 @@ func TestUDPSourceRanges(t *testing.T) {
 }
 
 func TestHealthCheckTakesBackendOutAndIn(t *testing.T) {
+	t.Parallel()
 	const healthPort = 10256
 	f := newLBFixture(t, true, false, healthPort)
 	lb := f.create(t, api.LoadBalancerSpec{
@@ -159,6 +163,7 @@ func TestHealthCheckTakesBackendOutAndIn(t *testing.T) {
 }
 
 func TestTCPHealthCheckDeadBackend(t *testing.T) {
+	t.Parallel()
 	f := newLBFixture(t, true, false, 0)
 	// TCP health check on the target port (port 0 = the first listener's).
 	lb := f.create(t, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 18080, TargetPort: f.port}},
@@ -178,6 +183,7 @@ func TestTCPHealthCheckDeadBackend(t *testing.T) {
 }
 
 func TestSourceRanges(t *testing.T) {
+	t.Parallel()
 	f := newLBFixture(t, true, false, 0)
 	lb := f.create(t, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{{Protocol: "TCP", Port: 18080, TargetPort: f.port}},
 		SourceRanges: []string{"127.0.0.2/32"}})
@@ -206,6 +212,7 @@ func TestSourceRanges(t *testing.T) {
 }
 
 func TestUpdateAndDeleteLeaveOtherLBsAlone(t *testing.T) {
+	t.Parallel()
 	f := newLBFixture(t, true, false, 0)
 	ctx := context.Background()
 	x := f.create(t, api.LoadBalancerSpec{Name: "x", Listeners: []api.Listener{{Protocol: "TCP", Port: 18081, TargetPort: f.port}}})

@@ -20,6 +20,7 @@ import (
 	mrand "math/rand/v2"
 	"net"
 	"net/netip"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,9 +86,9 @@ func Start(t testing.TB, o Options) *Cloud {
 	if cfg.StateDir == "" {
 		cfg.StateDir = t.TempDir()
 	}
-	cfg.InstanceCIDR = orRandom(o.InstanceCIDR, 10, 2)
-	cfg.PublicCIDR = orRandom(o.PublicCIDR, 20, 2)
-	cfg.VIPCIDR = orRandom(o.VIPCIDR, 100, 100)
+	cfg.InstanceCIDR = orRandom(t, o.InstanceCIDR, 10, 2)
+	cfg.PublicCIDR = orRandom(t, o.PublicCIDR, 20, 2)
+	cfg.VIPCIDR = orRandom(t, o.VIPCIDR, 100, 100)
 	cfg.DataPlane = o.DataPlane
 	cfg.Logger = testr.NewWithInterface(t, testr.Options{LogTimestamp: true})
 
@@ -137,13 +138,36 @@ func RandomToken() string {
 	return hex.EncodeToString(b)
 }
 
-// orRandom returns p, or a random /24 in 127.<base..base+spread-1>.<0..255>.
-func orRandom(p netip.Prefix, base, spread int) netip.Prefix {
+// inUse holds the random pools of the clouds running in this process, so
+// parallel tests never share one (across processes, the random choice
+// makes sharing unlikely).
+var inUse = struct {
+	sync.Mutex
+	m map[netip.Prefix]bool
+}{m: map[netip.Prefix]bool{}}
+
+// orRandom returns p, or a random /24 in 127.<base..base+spread-1>.<0..255>
+// that no other cloud of this process uses until the test ends.
+func orRandom(t testing.TB, p netip.Prefix, base, spread int) netip.Prefix {
 	if p.IsValid() {
 		return p
 	}
-	a := netip.AddrFrom4([4]byte{127, byte(base + mrand.IntN(spread)), byte(mrand.IntN(256)), 0})
-	return netip.PrefixFrom(a, 24)
+	inUse.Lock()
+	defer inUse.Unlock()
+	for {
+		a := netip.AddrFrom4([4]byte{127, byte(base + mrand.IntN(spread)), byte(mrand.IntN(256)), 0})
+		p = netip.PrefixFrom(a, 24)
+		if !inUse.m[p] {
+			break
+		}
+	}
+	inUse.m[p] = true
+	t.Cleanup(func() {
+		inUse.Lock()
+		defer inUse.Unlock()
+		delete(inUse.m, p)
+	})
+	return p
 }
 
 // WaitLoadBalancer polls load balancer id until cond holds, failing the
