@@ -40,6 +40,22 @@ type ManagerConfig struct {
 	Service ServiceSettings `json:"service,omitempty"`
 	// Route holds route controller settings without an upstream flag.
 	Route RouteSettings `json:"route,omitempty"`
+	// NodeLifecycle holds the node lifecycle controller's deletion budget.
+	NodeLifecycle NodeLifecycleSettings `json:"nodeLifecycle,omitempty"`
+}
+
+// NodeLifecycleSettings bound how many nodes the lifecycle controller may delete;
+// unset fields take the controller's defaults (10% of a provider's nodes, at least
+// 1, per 10 minutes).
+type NodeLifecycleSettings struct {
+	// DeletionBudgetPercent is the share of a provider's nodes that may be deleted
+	// per window (1-100).
+	DeletionBudgetPercent int `json:"deletionBudgetPercent,omitempty"`
+	// DeletionBudgetMin is the number of deletions per window allowed however few
+	// nodes the provider has.
+	DeletionBudgetMin int `json:"deletionBudgetMin,omitempty"`
+	// DeletionBudgetWindow is the sliding window of the budget.
+	DeletionBudgetWindow *metav1.Duration `json:"deletionBudgetWindow,omitempty"`
 }
 
 // ServiceSettings are the service controller's stratus-only settings; unset
@@ -111,10 +127,17 @@ func (c *ManagerConfig) validate() error {
 		{"service.nodeUpdateWindow", c.Service.NodeUpdateWindow},
 		{"service.orphanGracePeriod", c.Service.OrphanGracePeriod},
 		{"route.resyncPeriod", c.Route.ResyncPeriod},
+		{"nodeLifecycle.deletionBudgetWindow", c.NodeLifecycle.DeletionBudgetWindow},
 	} {
 		if d.value != nil && d.value.Duration < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.field, d.value.Duration))
 		}
+	}
+	if p := c.NodeLifecycle.DeletionBudgetPercent; p < 0 || p > 100 {
+		errs = append(errs, fmt.Errorf("nodeLifecycle.deletionBudgetPercent must be between 0 and 100, got %d", p))
+	}
+	if c.NodeLifecycle.DeletionBudgetMin < 0 {
+		errs = append(errs, fmt.Errorf("nodeLifecycle.deletionBudgetMin must not be negative, got %d", c.NodeLifecycle.DeletionBudgetMin))
 	}
 	if c.Route.MaxConcurrentOps < 0 {
 		errs = append(errs, fmt.Errorf("route.maxConcurrentOps must not be negative, got %d", c.Route.MaxConcurrentOps))

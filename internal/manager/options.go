@@ -13,10 +13,13 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
+	"github.com/stratus-ccm/stratus/internal/controller/node"
 	"github.com/stratus-ccm/stratus/internal/controller/route"
+	"github.com/stratus-ccm/stratus/internal/controller/service"
 )
 
-// Defaults of the upstream cloud-controller-manager flags (CONTRACT §3.2).
+// Defaults of the upstream cloud-controller-manager flags (CONTRACT §3.2); the
+// worker counts are ours (docs/flags.md).
 const (
 	DefaultClusterName                = "kubernetes"
 	DefaultRouteReconciliationPeriod  = 10 * time.Second
@@ -31,8 +34,8 @@ const (
 	DefaultLeaderElectResourceLock    = "leases"
 	DefaultLeaderElectResourceName    = "cloud-controller-manager"
 	DefaultLeaderElectNamespace       = "kube-system"
-	DefaultConcurrentNodeSyncs        = 1
-	DefaultConcurrentServiceSyncs     = 1
+	DefaultConcurrentNodeSyncs        = node.DefaultWorkers
+	DefaultConcurrentServiceSyncs     = service.DefaultWorkers
 	DefaultNodeStatusUpdateFrequency  = 5 * time.Minute
 	DefaultLoadBalancerResyncPeriod   = 10 * time.Minute
 	DefaultNodeDeletionGracePeriod    = time.Minute
@@ -88,13 +91,13 @@ type Options struct {
 	KubeAPIBurst int
 	// KubeAPIContentType is --kube-api-content-type (default protobuf).
 	KubeAPIContentType string
-	// ConcurrentNodeSyncs is --concurrent-node-syncs (default 1): cloud node
+	// ConcurrentNodeSyncs is --concurrent-node-syncs (default 20, upstream 1): cloud node
 	// controller workers.
 	ConcurrentNodeSyncs int
 	// ConcurrentNodeStatusUpdates is --concurrent-node-status-updates (default 0 =
 	// --concurrent-node-syncs): workers of the periodic node address update.
 	ConcurrentNodeStatusUpdates int
-	// ConcurrentServiceSyncs is --concurrent-service-syncs (default 1): service
+	// ConcurrentServiceSyncs is --concurrent-service-syncs (default 10, upstream 1): service
 	// controller workers.
 	ConcurrentServiceSyncs int
 	// NodeStatusUpdateFrequency is --node-status-update-frequency (default 5m):

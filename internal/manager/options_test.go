@@ -41,8 +41,8 @@ func TestDefaultFlags(t *testing.T) {
 		KubeAPIQPS:                20,
 		KubeAPIBurst:              30,
 		KubeAPIContentType:        "application/vnd.kubernetes.protobuf",
-		ConcurrentNodeSyncs:       1,
-		ConcurrentServiceSyncs:    1,
+		ConcurrentNodeSyncs:       20,
+		ConcurrentServiceSyncs:    10,
 		NodeStatusUpdateFrequency: 5 * time.Minute,
 		LoadBalancerResyncPeriod:  10 * time.Minute,
 		NodeDeletionGracePeriod:   time.Minute,
@@ -221,21 +221,6 @@ func TestValidateWithConfig(t *testing.T) {
 				t.Fatalf("Validate = %v, want an error containing %q", err, tc.wantErr)
 			}
 		})
-	}
-}
-
-// TestWorkerFlagsPassedOnlyWhenSet: unset worker flags leave the controllers'
-// own defaults in force; set ones are passed.
-func TestWorkerFlagsPassedOnlyWhenSet(t *testing.T) {
-	o, err := parse(t, "--concurrent-service-syncs=4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !o.explicit("concurrent-service-syncs") || o.explicit("concurrent-node-syncs") {
-		t.Fatalf("explicit: service=%v node=%v, want true false", o.explicit("concurrent-service-syncs"), o.explicit("concurrent-node-syncs"))
-	}
-	if !NewOptions().explicit("concurrent-node-syncs") {
-		t.Fatal("options built in code must pass every value")
 	}
 }
 

@@ -1,6 +1,8 @@
 package manager
 
 import (
+	"time"
+
 	"github.com/go-logr/logr"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
@@ -26,37 +28,47 @@ var controllerTable = []controllerEntry{
 	{NodeRouteController, addRouteController},
 }
 
-// explicit reports whether the command line set the flag. Worker counts are passed
-// to the controllers only when set, so that their own defaults (higher than
-// upstream's 1, see docs/flags.md) apply otherwise. Options built in code (no
-// flag set) pass every value.
-func (o *Options) explicit(flag string) bool {
-	return o.fs == nil || o.fs.Changed(flag)
-}
-
 func addNodeController(mgr manager.Manager, clouds *cloud.Set, o *Options, _ *ManagerConfig, _ logr.Logger) (bool, error) {
-	opts := node.Options{StatusUpdateFrequency: o.NodeStatusUpdateFrequency}
-	if o.explicit("concurrent-node-syncs") {
-		opts.Workers = o.ConcurrentNodeSyncs
-	}
-	if o.explicit("concurrent-node-status-updates") {
-		opts.StatusUpdateWorkers = o.ConcurrentNodeStatusUpdates
-	}
-	return node.Add(mgr, clouds, opts)
-}
-
-func addNodeLifecycleController(mgr manager.Manager, clouds *cloud.Set, o *Options, _ *ManagerConfig, _ logr.Logger) (bool, error) {
-	return nodelifecycle.Add(mgr, clouds, nodelifecycle.Options{
-		MonitorPeriod:       o.NodeMonitorPeriod,
-		DeletionGracePeriod: o.NodeDeletionGracePeriod,
+	return node.Add(mgr, clouds, node.Options{
+		Workers:               o.ConcurrentNodeSyncs,
+		StatusUpdateWorkers:   o.ConcurrentNodeStatusUpdates,
+		StatusUpdateFrequency: o.NodeStatusUpdateFrequency,
 	})
 }
 
-func addServiceController(mgr manager.Manager, clouds *cloud.Set, o *Options, cfg *ManagerConfig, _ logr.Logger) (bool, error) {
-	opts := service.Options{ClusterName: o.ClusterName, ResyncPeriod: o.LoadBalancerResyncPeriod}
-	if o.explicit("concurrent-service-syncs") {
-		opts.Workers = o.ConcurrentServiceSyncs
+func addNodeLifecycleController(mgr manager.Manager, clouds *cloud.Set, o *Options, cfg *ManagerConfig, _ logr.Logger) (bool, error) {
+	opts := nodelifecycle.Options{
+		MonitorPeriod:       o.NodeMonitorPeriod,
+		DeletionGracePeriod: o.NodeDeletionGracePeriod,
 	}
+	if cfg != nil {
+		nl := cfg.NodeLifecycle
+		opts.DeletionBudgetPercent, opts.DeletionBudgetMin = nl.DeletionBudgetPercent, nl.DeletionBudgetMin
+		if nl.DeletionBudgetWindow != nil {
+			opts.DeletionBudgetWindow = nl.DeletionBudgetWindow.Duration
+		}
+		opts.ConfirmationInterval = longestCacheFreshness(cfg.Providers)
+	}
+	return nodelifecycle.Add(mgr, clouds, opts)
+}
+
+// longestCacheFreshness is the longest instance-cache freshness of the providers,
+// so that the lifecycle controller's two "does not exist" answers never come from
+// the same cached listing. Zero leaves the controller's default (the cache's).
+func longestCacheFreshness(providers []cloud.ProviderConfig) time.Duration {
+	var longest time.Duration
+	for _, p := range providers {
+		f := cloud.DefaultInstanceCacheFreshness
+		if p.InstanceCacheFreshness != nil {
+			f = p.InstanceCacheFreshness.Duration
+		}
+		longest = max(longest, f)
+	}
+	return longest
+}
+
+func addServiceController(mgr manager.Manager, clouds *cloud.Set, o *Options, cfg *ManagerConfig, _ logr.Logger) (bool, error) {
+	opts := service.Options{ClusterName: o.ClusterName, ResyncPeriod: o.LoadBalancerResyncPeriod, Workers: o.ConcurrentServiceSyncs}
 	if cfg != nil {
 		if d := cfg.Service.NodeUpdateWindow; d != nil {
 			opts.NodeUpdateWindow = d.Duration
