@@ -465,7 +465,7 @@ func TestRoutes(t *testing.T) {
 	mc, c := startCloud(t, minicloudtest.Options{})
 	rt, _ := c.Routes()
 	a := createInstance(t, mc, "node-a", false)
-	createInstance(t, mc, "node-b", false)
+	b := createInstance(t, mc, "node-b", false)
 	for _, r := range []*cloudprovider.Route{
 		{TargetNode: "node-a", DestinationCIDR: "10.244.0.0/24"},
 		{TargetNode: "node-b", DestinationCIDR: "10.244.1.0/24"},
@@ -483,6 +483,11 @@ func TestRoutes(t *testing.T) {
 	}
 	// Another cluster's route is not listed.
 	if _, err := mc.Client.CreateRoute(ctx, api.RouteCreate{DestinationCIDR: "10.99.0.0/24", TargetInstanceID: a.ID, Tags: map[string]string{TagCluster: "other"}}); err != nil {
+		t.Fatal(err)
+	}
+	// A route of this cluster without a node tag (made by hand) is attributed
+	// to its instance's name.
+	if _, err := mc.Client.CreateRoute(ctx, api.RouteCreate{DestinationCIDR: "10.244.5.0/24", TargetInstanceID: b.ID, Tags: map[string]string{TagCluster: cluster}}); err != nil {
 		t.Fatal(err)
 	}
 	list := func() map[string]cloudprovider.Route {
@@ -503,6 +508,7 @@ func TestRoutes(t *testing.T) {
 	want := map[string]cloudprovider.Route{
 		"10.244.0.0/24": {TargetNode: "node-a", DestinationCIDR: "10.244.0.0/24"},
 		"10.244.1.0/24": {TargetNode: "node-b", DestinationCIDR: "10.244.1.0/24"},
+		"10.244.5.0/24": {TargetNode: "node-b", DestinationCIDR: "10.244.5.0/24"},
 	}
 	if diff := cmp.Diff(want, list()); diff != "" {
 		t.Errorf("ListRoutes (-want +got):\n%s", diff)

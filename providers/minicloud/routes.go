@@ -28,17 +28,40 @@ var _ cloudprovider.Routes = (*routes)(nil)
 
 func (r *routes) setNodes(kc kubernetes.Interface) { r.nodes.Store(&kc) }
 
-// ListRoutes lists the cluster's routes. TargetNode is the name of the
-// target instance (instances are named like their nodes), or the node tag
-// when the instance is gone, in which case the route is a blackhole.
+// ListRoutes lists the cluster's routes. TargetNode is the node the route
+// was created for (its node tag), so a node whose instance has another name
+// keeps its route; a route without the tag is attributed to its instance's
+// name (instances are named like their nodes). A route whose instance is
+// gone is a blackhole.
 func (r *routes) ListRoutes(ctx context.Context, clusterName string) ([]*cloudprovider.Route, error) {
 	rts, err := r.api.ListRoutes(ctx, client.ListOptions{Tags: map[string]string{TagCluster: clusterName}, PageSize: listPageSize})
 	if err != nil {
 		return nil, classify(fmt.Sprintf("list routes of cluster %q", clusterName), err)
 	}
-	if len(rts) == 0 {
-		return nil, nil
+	var names map[string]string // provider ID -> instance name, listed when needed
+	out := make([]*cloudprovider.Route, 0, len(rts))
+	for _, rt := range rts {
+		node := rt.Tags[TagNode]
+		if node == "" {
+			if names == nil {
+				if names, err = r.instanceNames(ctx); err != nil {
+					return nil, err
+				}
+			}
+			node = names[ProviderID(rt.TargetInstanceID)]
+		}
+		out = append(out, &cloudprovider.Route{
+			Name:            rt.ID,
+			TargetNode:      types.NodeName(node),
+			DestinationCIDR: rt.DestinationCIDR,
+			Blackhole:       rt.State == api.RouteBlackhole,
+		})
 	}
+	return out, nil
+}
+
+// instanceNames maps every instance's provider ID to its name.
+func (r *routes) instanceNames(ctx context.Context) (map[string]string, error) {
 	all, err := r.inst.ListInstances(ctx)
 	if err != nil {
 		return nil, err
@@ -47,20 +70,7 @@ func (r *routes) ListRoutes(ctx context.Context, clusterName string) ([]*cloudpr
 	for _, in := range all {
 		names[in.Metadata.ProviderID] = in.Name
 	}
-	out := make([]*cloudprovider.Route, 0, len(rts))
-	for _, rt := range rts {
-		name, ok := names[ProviderID(rt.TargetInstanceID)]
-		if !ok {
-			name = rt.Tags[TagNode]
-		}
-		out = append(out, &cloudprovider.Route{
-			Name:            rt.ID,
-			TargetNode:      types.NodeName(name),
-			DestinationCIDR: rt.DestinationCIDR,
-			Blackhole:       !ok || rt.State == api.RouteBlackhole,
-		})
-	}
-	return out, nil
+	return names, nil
 }
 
 // CreateRoute routes route.DestinationCIDR to the target node's instance:

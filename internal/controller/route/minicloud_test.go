@@ -112,6 +112,30 @@ func TestMinicloudRoutes(t *testing.T) {
 	h.waitCondition("mc-r1", v1.ConditionFalse, "RouteCreated")
 	h.waitCondition("mc-r2", v1.ConditionFalse, "RouteCreated")
 
+	// Settled: reconciliations (every 200ms) neither delete nor recreate the
+	// routes, also not the one whose node and instance names differ.
+	ids := func() []string {
+		rts, err := mc.Client.ListRoutes(ctx, client.ListOptions{Tags: map[string]string{mcprovider.TagCluster: testCluster}})
+		if err != nil {
+			t.Fatalf("list minicloud routes: %v", err)
+		}
+		var out []string
+		for _, r := range rts {
+			out = append(out, r.ID)
+		}
+		return out
+	}
+	before := ids()
+	err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 1500*time.Millisecond, true, func(context.Context) (bool, error) {
+		if now := ids(); !slices.Equal(now, before) {
+			return false, fmt.Errorf("routes changed from %v to %v", before, now)
+		}
+		return false, nil
+	})
+	if !wait.Interrupted(err) {
+		t.Fatal(err)
+	}
+
 	if err := h.cs.CoreV1().Nodes().Delete(ctx, "mc-r2", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
