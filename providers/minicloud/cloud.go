@@ -41,7 +41,6 @@ func init() {
 // Cloud is the minicloud provider: a cloudprovider.Interface with
 // InstancesV2, LoadBalancer and Routes.
 type Cloud struct {
-	api    *client.Client
 	inst   *instances
 	lbs    *loadBalancers
 	routes *routes
@@ -72,7 +71,7 @@ func New(cfg *Config) (*Cloud, error) {
 // NewFromClient returns the provider using an existing minicloud client.
 func NewFromClient(c *client.Client) *Cloud {
 	inst := &instances{api: c}
-	return &Cloud{api: c, inst: inst, lbs: &loadBalancers{api: c, inst: inst}, routes: &routes{api: c, inst: inst}}
+	return &Cloud{inst: inst, lbs: &loadBalancers{api: c, inst: inst}, routes: &routes{api: c, inst: inst}}
 }
 
 // Initialize keeps a Kubernetes client so that CreateRoute can find a

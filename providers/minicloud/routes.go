@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
@@ -121,6 +122,9 @@ func (r *routes) instanceOf(ctx context.Context, node string) (string, error) {
 		n, err := (*kc).CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err == nil && n.Spec.ProviderID != "" {
 			return InstanceIDOf(n.Spec.ProviderID)
+		}
+		if err != nil {
+			klog.FromContext(ctx).V(4).Info("cannot read the node; finding its instance by name", "node", node, "err", err)
 		}
 	}
 	inst, err := r.inst.byName(ctx, node)
