@@ -161,7 +161,12 @@ func (d *demo) run(ctx context.Context) error {
 		return fmt.Errorf("create instance %s: %w", name, err)
 	}
 	d.say("created minicloud instance %s (%s, private IP %s); its kubelet registers node %s", in.ID, in.Zone, in.PrivateIP, name)
-	if err := d.waitFor(ctx, "every node initialized", d.allInitialized); err != nil {
+	if err := d.waitFor(ctx, "node "+name+" joined and every node initialized", func(ctx context.Context) (bool, error) {
+		if _, err := d.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
+			return false, nil
+		}
+		return d.allInitialized(ctx)
+	}); err != nil {
 		return err
 	}
 	nodes, err := d.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})

@@ -47,6 +47,7 @@ func buildCommand(t *testing.T, root, cmd string) string {
 // devRun is a running `stratus dev` subprocess.
 type devRun struct {
 	t        *testing.T
+	bin      string // the stratus binary
 	cmd      *exec.Cmd
 	stateDir string
 	out      *syncBuffer
@@ -89,7 +90,7 @@ func startDev(t *testing.T, stateDir string, args ...string) *devRun {
 		t.Fatalf("kube-controller-manager missing in %s: run hack/kubebins/build.sh (%v)", bins, err)
 	}
 	stratus := buildCommand(t, root, "cmd/stratus")
-	d := &devRun{t: t, stateDir: stateDir, out: &syncBuffer{}, exited: make(chan struct{})}
+	d := &devRun{t: t, bin: stratus, stateDir: stateDir, out: &syncBuffer{}, exited: make(chan struct{})}
 	d.cmd = exec.Command(stratus, append([]string{"dev", "--state-dir", stateDir, "--kube-bin-dir", bins}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
@@ -324,13 +325,18 @@ func TestDevEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(root, "providers", "minicloud")); err != nil {
-		t.Skip("providers/minicloud has not landed yet: stratus-ccm cannot serve minicloud")
-	}
 	if testing.Short() {
 		t.Skip("runs stratus dev; skipped under -short")
 	}
-	manager := buildCommand(t, root, "cmd/stratus-ccm")
+	// STRATUS_DEV_E2E_MANAGER runs another manager build (e.g. with an extra
+	// provider compiled in); by default cmd/stratus-ccm of this tree.
+	manager := os.Getenv("STRATUS_DEV_E2E_MANAGER")
+	if manager == "" {
+		if _, err := os.Stat(filepath.Join(root, "providers", "minicloud")); err != nil {
+			t.Skip("providers/minicloud has not landed yet: stratus-ccm cannot serve minicloud (set STRATUS_DEV_E2E_MANAGER to run another manager build)")
+		}
+		manager = buildCommand(t, root, "cmd/stratus-ccm")
+	}
 	d := startDev(t, t.TempDir(), "--nodes", "2", "--manager-binary", manager)
 	ctx := t.Context()
 	cs := d.conn.Kube
@@ -387,6 +393,17 @@ func TestDevEndToEnd(t *testing.T) {
 		return true, nil
 	})
 
+	// `stratus dev demo` walks through the story on an instance of its own,
+	// meanwhile the test stops and deletes node-2's instance.
+	demoOut := &syncBuffer{}
+	demo := exec.CommandContext(ctx, d.bin, "dev", "demo", "--state-dir", d.stateDir)
+	demo.Stdout, demo.Stderr = demoOut, demoOut
+	if err := demo.Start(); err != nil {
+		t.Fatal(err)
+	}
+	demoDone := make(chan error, 1)
+	go func() { demoDone <- demo.Wait() }()
+
 	// Stopping an instance taints its node; deleting it removes the node.
 	in := d.instance(ctx, "node-2")
 	if _, err := d.conn.Cloud.StopInstance(ctx, in.ID); err != nil {
@@ -403,5 +420,26 @@ func TestDevEndToEnd(t *testing.T) {
 		_, err := cs.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
+
+	select {
+	case err := <-demoDone:
+		if err != nil || !strings.Contains(demoOut.String(), "Done:") {
+			t.Errorf("stratus dev demo: %v\n%s", err, demoOut.String())
+		}
+	case <-time.After(5 * time.Minute):
+		t.Errorf("stratus dev demo did not finish within 5m:\n%s", demoOut.String())
+	}
+	// The demo cleaned up: its Service is gone, its instance and node too.
+	poll(t, 60*time.Second, "demo service removed", func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Services("default").Get(ctx, "stratus-demo", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+	nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nodes.Items) != 1 || nodes.Items[0].Name != "node-1" {
+		t.Errorf("nodes after the demo and node-2's deletion: %d, want only node-1", len(nodes.Items))
+	}
 	// Ctrl-C leaves nothing running: checked by stop in the cleanup.
 }

@@ -396,6 +396,7 @@ func (e *env) managerArgs() []string {
 		"--kubeconfig=" + e.cp.KubeconfigPath(),
 		"--cloud-provider=minicloud",
 		"--cloud-config=" + e.cloudConfigPath(),
+		"--config=" + e.managerConfigPath(),
 		"--cluster-name=" + ClusterName,
 		"--cluster-cidr=" + ClusterCIDR,
 		"--configure-cloud-routes=true",
@@ -412,12 +413,29 @@ func (e *env) managerArgs() []string {
 
 func (e *env) cloudConfigPath() string { return filepath.Join(e.opts.StateDir, "minicloud.yaml") }
 
-// writeCloudConfig writes the provider's cloud-config: where minicloud is
-// and the file holding its token (never the token itself).
+func (e *env) managerConfigPath() string { return filepath.Join(e.opts.StateDir, "stratus-ccm.yaml") }
+
+// managerConfig relaxes the node deletion budget (by default one deletion
+// per 10 minutes in a small cluster), so deleting several instances in a
+// row removes their nodes, as a newcomer trying things expects.
+const managerConfig = `apiVersion: stratus.io/v1alpha1
+kind: ManagerConfig
+nodeLifecycle:
+  deletionBudgetPercent: 100
+  deletionBudgetMin: 100
+  deletionBudgetWindow: 1m
+`
+
+// writeCloudConfig writes the provider's cloud-config (where minicloud is
+// and the file holding its token, never the token itself) and the
+// manager's config file.
 func (e *env) writeCloudConfig() error {
 	body := fmt.Sprintf("url: %s\ntokenFile: %s\n", e.cloud.url, e.cloud.tokenFile)
 	if err := os.WriteFile(e.cloudConfigPath(), []byte(body), 0o644); err != nil {
 		return fmt.Errorf("write cloud-config: %w", err)
+	}
+	if err := os.WriteFile(e.managerConfigPath(), []byte(managerConfig), 0o644); err != nil {
+		return fmt.Errorf("write manager config: %w", err)
 	}
 	return nil
 }
