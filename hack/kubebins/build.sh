@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the control-plane binaries the tests and the dev environment need, at the
 # versions pinned by the nested modules in this folder, into
-#   .cache/kubebins/<k8s version>/   (kube-apiserver, kube-controller-manager, kubectl, etcd, helm)
+#   .cache/kubebins/<k8s version>/   (kube-apiserver, kube-controller-manager, kubectl, etcd, helm,
+#   kwok, and ccm: the upstream cloud-controller-manager with providers/minicloud)
 # A binary that is already there is not rebuilt, so a second run takes well under a
 # second. Usage: hack/kubebins/build.sh [--print-dir]
 set -euo pipefail
@@ -48,3 +49,8 @@ build kube-apiserver k8s k8s.io/kubernetes/cmd/kube-apiserver "$K8S_VERSION" "$k
 build kubectl k8s k8s.io/kubernetes/cmd/kubectl "$K8S_VERSION" "$k8s_ldflags"
 build kube-controller-manager k8s k8s.io/kubernetes/cmd/kube-controller-manager "$K8S_VERSION" "$k8s_ldflags"
 build helm helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+build kwok kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
+# The upstream CCM compiles the working tree's provider, so its stamp also covers
+# the sources it is built from.
+ccm_sources=$(cd "$root" && find providers minicloud/api minicloud/client pkg -name '*.go' ! -name '*_test.go' 2>/dev/null | sort | xargs cat | sha256sum | cut -c1-16)
+build ccm ccm github.com/stratus-ccm/stratus/hack/kubebins/ccm "$K8S_VERSION+$ccm_sources" "$k8s_ldflags"
