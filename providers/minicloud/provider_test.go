@@ -291,9 +291,12 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	addr := net.JoinHostPort(vip, "8080")
 	waitBackends(t, addr, "node-a", "node-b")
 
-	// Ensuring again changes nothing and creates nothing.
+	// Ensuring again changes nothing (no update) and creates nothing.
 	if _, err := f.lb.EnsureLoadBalancer(ctx, cluster, svc, f.nodes); err != nil {
 		t.Fatal(err)
+	}
+	if again, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{}); err != nil || len(again) != 1 || !again[0].UpdatedAt.Equal(lbs[0].UpdatedAt) {
+		t.Errorf("after a repeated ensure: %+v, %v; want the same load balancer, not updated", again, err)
 	}
 
 	// Node change: UpdateLoadBalancer drops node-b.
