@@ -70,7 +70,7 @@ func TestAPIServerIsReal(t *testing.T) {
 	t.Run("server-side validation", func(t *testing.T) {
 		bad := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: "bad", Namespace: "default"},
-			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 70000}}},
+			Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Port: 70000}}},
 		}
 		_, err := admin.CoreV1().Services("default").Create(ctx, bad, metav1.CreateOptions{})
 		if !apierrors.IsInvalid(err) {
