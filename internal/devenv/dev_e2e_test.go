@@ -46,13 +46,15 @@ func buildCommand(t *testing.T, root, cmd string) string {
 
 // devRun is a running `stratus dev` subprocess.
 type devRun struct {
-	t        *testing.T
-	bin      string // the stratus binary
-	cmd      *exec.Cmd
-	stateDir string
-	out      *syncBuffer
-	exited   chan struct{}
-	conn     *Conn
+	t   *testing.T
+	bin string // the stratus binary
+	// stopSignal ends the run: os.Interrupt (Ctrl-C, the default) or SIGTERM.
+	stopSignal os.Signal
+	cmd        *exec.Cmd
+	stateDir   string
+	out        *syncBuffer
+	exited     chan struct{}
+	conn       *Conn
 }
 
 type syncBuffer struct {
@@ -90,7 +92,7 @@ func startDev(t *testing.T, stateDir string, args ...string) *devRun {
 		t.Fatalf("kube-controller-manager missing in %s: run hack/kubebins/build.sh (%v)", bins, err)
 	}
 	stratus := buildCommand(t, root, "cmd/stratus")
-	d := &devRun{t: t, bin: stratus, stateDir: stateDir, out: &syncBuffer{}, exited: make(chan struct{})}
+	d := &devRun{t: t, bin: stratus, stopSignal: os.Interrupt, stateDir: stateDir, out: &syncBuffer{}, exited: make(chan struct{})}
 	d.cmd = exec.Command(stratus, append([]string{"dev", "--state-dir", stateDir, "--kube-bin-dir", bins}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
@@ -123,7 +125,7 @@ func startDev(t *testing.T, stateDir string, args ...string) *devRun {
 	return d
 }
 
-// stop sends SIGINT (Ctrl-C) and checks that stratus dev exits cleanly and
+// stop sends stopSignal and checks that stratus dev exits cleanly and
 // leaves none of the processes it started behind.
 func (d *devRun) stop() {
 	select {
@@ -132,23 +134,23 @@ func (d *devRun) stop() {
 	default:
 	}
 	children := descendants(d.cmd.Process.Pid)
-	_ = d.cmd.Process.Signal(os.Interrupt)
+	_ = d.cmd.Process.Signal(d.stopSignal)
 	select {
 	case <-d.exited:
 	case <-time.After(90 * time.Second):
 		_ = d.cmd.Process.Kill()
 		<-d.exited
-		d.t.Errorf("stratus dev did not exit within 90s of SIGINT")
+		d.t.Errorf("stratus dev did not exit within 90s of %v", d.stopSignal)
 	}
 	if !d.cmd.ProcessState.Success() {
-		d.t.Errorf("stratus dev after SIGINT: %v", d.cmd.ProcessState)
+		d.t.Errorf("stratus dev after %v: %v", d.stopSignal, d.cmd.ProcessState)
 	}
 	if len(children) == 0 {
 		d.t.Errorf("stratus dev had no child processes (expected etcd, kube-apiserver, kube-controller-manager)")
 	}
 	for _, pid := range children {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-			d.t.Errorf("process %d (%s) left running after Ctrl-C", pid, procName(pid))
+			d.t.Errorf("process %d (%s) left running after %v", pid, procName(pid), d.stopSignal)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
@@ -298,9 +300,11 @@ func TestDevClusterAndKubelets(t *testing.T) {
 		return err == nil && !isReady(n), nil
 	})
 
-	// Ctrl-C stops everything (checked by stop); a restart reuses the state.
+	// Ctrl-C stops everything (checked by stop); a restart reuses the state
+	// and is stopped with SIGTERM at the end of the test.
 	d.stop()
 	d2 := startDev(t, state, "--nodes", "2", "--no-manager")
+	d2.stopSignal = syscall.SIGTERM
 	nodes, err := d2.conn.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -99,4 +100,33 @@ func TestNodeChanges(t *testing.T) {
 			}
 		})
 	}
+}
+
+// FuzzEnvFileRoundTrip checks that any single-line value written to the env
+// file (shell-quoted) reads back unchanged, and that reading arbitrary
+// edited content never fails on its syntax. Seeds in testdata/fuzz.
+func FuzzEnvFileRoundTrip(f *testing.F) {
+	f.Fuzz(func(t *testing.T, v string) {
+		if strings.ContainsAny(v, "\n\r") {
+			t.Skip("the env file is line based")
+		}
+		dir := t.TempDir()
+		path := filepath.Join(dir, EnvFile)
+		if err := os.WriteFile(path, []byte("export MINICLOUD_TOKEN="+shellQuote(v)+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		got, err := readEnvFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got["MINICLOUD_TOKEN"] != v {
+			t.Errorf("round trip of %q gave %q", v, got["MINICLOUD_TOKEN"])
+		}
+		if err := os.WriteFile(path, []byte(v), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readEnvFile(path); err != nil {
+			t.Errorf("reading %q: %v", v, err)
+		}
+	})
 }
