@@ -130,3 +130,23 @@ func FuzzEnvFileRoundTrip(f *testing.F) {
 		}
 	})
 }
+
+func TestNarrated(t *testing.T) {
+	ev := func(kind, ns, name string) *corev1.Event {
+		return &corev1.Event{InvolvedObject: corev1.ObjectReference{Kind: kind, Namespace: ns, Name: name}}
+	}
+	tests := []struct {
+		ev   *corev1.Event
+		want bool
+	}{
+		{ev("Node", "", "node-1"), true},
+		{ev("Service", "default", "web"), true},
+		{ev("Service", "default", "kubernetes"), false},
+		{ev("Pod", "default", "p"), false},
+	}
+	for _, tt := range tests {
+		if got := narrated(tt.ev); got != tt.want {
+			t.Errorf("narrated(%s %s/%s) = %t, want %t", tt.ev.InvolvedObject.Kind, tt.ev.InvolvedObject.Namespace, tt.ev.InvolvedObject.Name, got, tt.want)
+		}
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -76,7 +77,7 @@ func (n *narrator) run(ctx context.Context) {
 	})
 	_, _ = factory.Core().V1().Events().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) {
-			if ev, ok := obj.(*corev1.Event); ok && eventTime(ev).After(n.start.Add(-time.Second)) {
+			if ev, ok := obj.(*corev1.Event); ok && narrated(ev) && eventTime(ev).After(n.start.Add(-time.Second)) {
 				n.say("event %s %s: %s: %s", ev.InvolvedObject.Kind, objName(ev.InvolvedObject), ev.Reason, ev.Message)
 			}
 		},
@@ -158,6 +159,19 @@ func ingressOf(s *corev1.Service) string {
 		}
 	}
 	return strings.Join(parts, ",")
+}
+
+// narrated reports whether an Event is about what stratus deals with: Nodes
+// and Services (but not the API server's own default/kubernetes Service).
+func narrated(ev *corev1.Event) bool {
+	switch ev.InvolvedObject.Kind {
+	case "Node":
+		return true
+	case "Service":
+		return !(ev.InvolvedObject.Namespace == metav1.NamespaceDefault && ev.InvolvedObject.Name == "kubernetes")
+	default:
+		return false
+	}
 }
 
 func eventTime(ev *corev1.Event) time.Time {
