@@ -35,6 +35,7 @@ Starting it again reuses the state. See docs/dev.md.`,
 	f.StringVar(&opts.StateDir, "state-dir", devenv.DefaultStateDir, "where the cluster, the cloud, kubeconfig, env and logs are kept")
 	f.IntVar(&opts.Nodes, "nodes", devenv.DefaultNodes, "number of nodes (minicloud instances with a simulated kubelet) to have at least")
 	f.IntVar(&opts.PortBase, "port-base", 0, "first of 6 consecutive local ports to use (default: free ports)")
+	f.IntVar(&opts.AddressBlock, "address-block", 0, "X in 127.X.0.0/16, the loopback block of instance IPs and load-balancer VIPs (default: saved in the state dir, else derived from its path)")
 	f.StringVar(&opts.KubeBinDir, "kube-bin-dir", "", "folder with etcd, kube-apiserver and kube-controller-manager (default: built by hack/kubebins/build.sh)")
 	f.StringVar(&opts.ManagerBinary, "manager-binary", "", "stratus-ccm binary to run (default: next to this binary, else built from the repository)")
 	f.BoolVar(&opts.NoManager, "no-manager", false, "start everything but stratus-ccm (its flags are written to <state-dir>/manager.args)")

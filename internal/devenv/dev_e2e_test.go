@@ -228,7 +228,7 @@ func (d *devRun) createLBService(ctx context.Context, name string) *corev1.Servi
 func TestDevClusterAndKubelets(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
-	d := startDev(t, state, "--nodes", "2", "--no-manager")
+	d := startDev(t, state, "--nodes", "2", "--no-manager", "--address-block", "248")
 	ctx := t.Context()
 	cs := d.conn.Kube
 
@@ -341,7 +341,7 @@ func TestDevEndToEnd(t *testing.T) {
 		}
 		manager = buildCommand(t, root, "cmd/stratus-ccm")
 	}
-	d := startDev(t, t.TempDir(), "--nodes", "2", "--manager-binary", manager)
+	d := startDev(t, t.TempDir(), "--nodes", "2", "--manager-binary", manager, "--address-block", "249")
 	ctx := t.Context()
 	cs := d.conn.Kube
 

@@ -66,6 +66,9 @@ type Options struct {
 	// PortBase, if set, is the first of the consecutive ports used (see
 	// Ports); otherwise free ports are picked.
 	PortBase int
+	// AddressBlock is X in 127.X.0.0/16, the loopback block of the cloud's
+	// instance IPs and VIPs; 0 = the saved one or one derived from StateDir.
+	AddressBlock int
 	// RepoRoot is the stratus repository, used to build the control-plane
 	// binaries (hack/kubebins/build.sh) and stratus-ccm when needed.
 	RepoRoot string
@@ -283,13 +286,46 @@ func (e *env) choosePorts() (Ports, error) {
 	return ports, nil
 }
 
-// addressPools derives the cloud's address pools from the state dir, so two
-// environments on one machine (two users, or a test run next to a developer)
-// get different loopback addresses, and a restart gets the same ones.
-func addressPools(stateDir string) (instances, public, vips netip.Prefix) {
-	h := fnv.New32a()
-	h.Write([]byte(stateDir))
-	octet := byte(200 + h.Sum32()%50) // 127.200-249.x.x: clear of minicloudtest's pools
+// Address blocks: the second octet of the loopback /16 that holds an
+// environment's instance IPs, public IPs and load-balancer VIPs. Blocks
+// derived from the state dir are in [firstDerivedBlock, lastDerivedBlock];
+// the blocks above are left for explicit use (the tests take them, so they
+// never meet a developer's environment).
+const (
+	firstDerivedBlock = 200
+	lastDerivedBlock  = 247
+)
+
+// addressBlock returns the environment's block: --address-block, else the
+// one saved by an earlier start, else one derived from the state dir (so two
+// environments on one machine most likely differ). The result is saved in
+// <state-dir>/address-block: the cloud's stored addresses must stay valid.
+func addressBlock(stateDir string, flag int) (int, error) {
+	path := filepath.Join(stateDir, "address-block")
+	block := flag
+	if block == 0 {
+		if raw, err := os.ReadFile(path); err == nil {
+			block, _ = strconv.Atoi(strings.TrimSpace(string(raw)))
+		}
+	}
+	if block == 0 {
+		h := fnv.New32a()
+		h.Write([]byte(stateDir))
+		block = firstDerivedBlock + int(h.Sum32()%(lastDerivedBlock-firstDerivedBlock+1))
+	}
+	if block < 1 || block > 254 {
+		return 0, fmt.Errorf("address block %d: must be in [1, 254] (127.<block>.0.0/16)", block)
+	}
+	if err := os.WriteFile(path, []byte(strconv.Itoa(block)+"\n"), 0o644); err != nil {
+		return 0, fmt.Errorf("save address block: %w", err)
+	}
+	return block, nil
+}
+
+// addressPools splits 127.<block>.0.0/16 into the instance, public and VIP
+// pools.
+func addressPools(block int) (instances, public, vips netip.Prefix) {
+	octet := byte(block)
 	instances = netip.PrefixFrom(netip.AddrFrom4([4]byte{127, octet, 0, 0}), 18)
 	public = netip.PrefixFrom(netip.AddrFrom4([4]byte{127, octet, 64, 0}), 18)
 	vips = netip.PrefixFrom(netip.AddrFrom4([4]byte{127, octet, 128, 0}), 17)
@@ -307,7 +343,11 @@ func (e *env) startCloud(ctx context.Context, logger logr.Logger) (<-chan struct
 	cfg := minicloud.DefaultConfig()
 	cfg.StateDir = dir
 	cfg.Tokens = []string{token}
-	cfg.InstanceCIDR, cfg.PublicCIDR, cfg.VIPCIDR = addressPools(e.opts.StateDir)
+	block, err := addressBlock(e.opts.StateDir, e.opts.AddressBlock)
+	if err != nil {
+		return nil, err
+	}
+	cfg.InstanceCIDR, cfg.PublicCIDR, cfg.VIPCIDR = addressPools(block)
 	cfg.Logger = logger
 	srv, err := minicloud.NewServer(cfg)
 	if err != nil {

@@ -13,26 +13,41 @@ import (
 )
 
 func TestAddressPools(t *testing.T) {
-	for _, dir := range []string{"/home/a/stratus/.stratus/dev", "/home/b/stratus/.stratus/dev", "/tmp/x"} {
-		inst, pub, vip := addressPools(dir)
-		inst2, pub2, vip2 := addressPools(dir)
-		if inst != inst2 || pub != pub2 || vip != vip2 {
-			t.Errorf("%s: pools not stable across calls", dir)
-		}
+	for _, block := range []int{1, 200, 254} {
+		inst, pub, vip := addressPools(block)
 		for _, p := range []netip.Prefix{inst, pub, vip} {
-			b := p.Addr().As4()
-			if b[0] != 127 || b[1] < 200 || b[1] > 249 {
-				t.Errorf("%s: pool %s outside 127.200.0.0-127.249.255.255", dir, p)
+			if b := p.Addr().As4(); b[0] != 127 || int(b[1]) != block {
+				t.Errorf("block %d: pool %s outside 127.%d.0.0/16", block, p, block)
 			}
 		}
 		if inst.Overlaps(pub) || inst.Overlaps(vip) || pub.Overlaps(vip) {
-			t.Errorf("%s: pools overlap: %s %s %s", dir, inst, pub, vip)
+			t.Errorf("block %d: pools overlap: %s %s %s", block, inst, pub, vip)
 		}
 	}
-	a, _, _ := addressPools("/home/a/stratus/.stratus/dev")
-	b, _, _ := addressPools("/home/b/stratus/.stratus/dev")
-	if a == b {
-		t.Errorf("two state dirs share the instance pool %s", a)
+}
+
+func TestAddressBlock(t *testing.T) {
+	a, b := t.TempDir(), t.TempDir()
+	derived, err := addressBlock(a, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if derived < firstDerivedBlock || derived > lastDerivedBlock {
+		t.Errorf("derived block %d outside [%d, %d]", derived, firstDerivedBlock, lastDerivedBlock)
+	}
+	if again, _ := addressBlock(a, 0); again != derived {
+		t.Errorf("restart: block %d, want the saved %d", again, derived)
+	}
+	if got, err := addressBlock(b, 249); err != nil || got != 249 {
+		t.Errorf("explicit block: %d, %v", got, err)
+	}
+	if got, _ := addressBlock(b, 0); got != 249 {
+		t.Errorf("restart after an explicit block: %d, want the saved 249", got)
+	}
+	for _, bad := range []int{-1, 255} {
+		if _, err := addressBlock(t.TempDir(), bad); err == nil {
+			t.Errorf("block %d accepted", bad)
+		}
 	}
 }
 
