@@ -19,6 +19,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -141,6 +142,11 @@ func (e *env) run(ctx context.Context) error {
 	if err := os.MkdirAll(e.opts.StateDir, 0o755); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
+	unlock, err := lockStateDir(e.opts.StateDir)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	logger, closeLog, err := fileLogger(filepath.Join(e.opts.StateDir, "logs", "stratus-dev.log"))
 	if err != nil {
 		return err
@@ -643,4 +649,26 @@ func mergeErrs(ctx context.Context, a, b <-chan error) <-chan error {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// ErrStateDirInUse means another stratus dev runs on the same state dir.
+var ErrStateDirInUse = errors.New("state dir in use by another stratus dev")
+
+// lockStateDir takes an exclusive lock on <dir>/lock for the life of this
+// process (the kernel drops it if the process dies), so a second stratus dev
+// on the same state fails clearly instead of fighting over etcd's data.
+func lockStateDir(dir string) (func(), error) {
+	path := filepath.Join(dir, "lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("lock state dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		owner, _ := os.ReadFile(path)
+		f.Close()
+		return nil, fmt.Errorf("%s (pid %s): %w", dir, strings.TrimSpace(string(owner)), ErrStateDirInUse)
+	}
+	_ = f.Truncate(0)
+	_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return func() { f.Close() }, nil
 }

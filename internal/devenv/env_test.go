@@ -1,6 +1,7 @@
 package devenv
 
 import (
+	"errors"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -164,4 +165,21 @@ func TestNarrated(t *testing.T) {
 			t.Errorf("narrated(%s %s/%s) = %t, want %t", tt.ev.InvolvedObject.Kind, tt.ev.InvolvedObject.Namespace, tt.ev.InvolvedObject.Name, got, tt.want)
 		}
 	}
+}
+
+func TestLockStateDir(t *testing.T) {
+	dir := t.TempDir()
+	unlock, err := lockStateDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := lockStateDir(dir); !errors.Is(err, ErrStateDirInUse) {
+		t.Errorf("second lock: %v, want ErrStateDirInUse", err)
+	}
+	unlock()
+	again, err := lockStateDir(dir)
+	if err != nil {
+		t.Fatalf("lock after unlock: %v", err)
+	}
+	again()
 }
