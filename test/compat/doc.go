@@ -1,0 +1,11 @@
+// Package compat is the differential test of stratus-ccm against the upstream
+// cloud-controller-manager (k8s.io/cloud-provider's app, built by
+// hack/kubebins as "ccm" with the same providers/minicloud).
+//
+// Each scenario runs twice, once per manager, each time on a fresh control
+// plane and a fresh minicloud; the resulting Nodes, Services and minicloud
+// state are normalized (random IDs, IPs and UIDs become names) and compared.
+// A difference is tolerated only through a tolerance whose ID is a heading of
+// docs/differences.md; anything else fails the scenario with a diff. The test
+// lives in compat_test.go and friends; this file only documents the package.
+package compat

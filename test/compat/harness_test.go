@@ -1,0 +1,312 @@
+package compat
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	cloudapi "k8s.io/cloud-provider/api"
+
+	"github.com/stratus-ccm/stratus/internal/manager/managertest"
+	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
+	_ "github.com/stratus-ccm/stratus/providers/minicloud" // registers "minicloud" in the stratus child process
+)
+
+func TestMain(m *testing.M) {
+	managertest.RunHelperProcess()
+	flag.Parse()
+	// Scenarios mostly wait on the managers' periods, not on the CPU: run
+	// four at a time unless -test.parallel says otherwise.
+	if !flagSet("test.parallel") {
+		_ = flag.Set("test.parallel", "4")
+	}
+	os.Exit(m.Run())
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+// side is one of the two managers under comparison.
+type side string
+
+const (
+	upstream side = "upstream"
+	stratus  side = "stratus"
+)
+
+// clusterCIDR is the --cluster-cidr of route scenarios.
+const clusterCIDR = "10.244.0.0/16"
+
+// settleTimeout bounds each wait for a scenario's expected state.
+const settleTimeout = 60 * time.Second
+
+// run is one scenario on one manager: a fresh control plane and minicloud.
+type run struct {
+	t     *testing.T
+	ctx   context.Context
+	side  side
+	kube  kubernetes.Interface
+	cloud *minicloudtest.Cloud
+	// settle bounds each wait.
+	settle time.Duration
+}
+
+// ccmBinary is the upstream CCM hack/kubebins builds.
+func ccmBinary(t *testing.T) string {
+	t.Helper()
+	dir, err := testenv.BinDir()
+	if err != nil {
+		t.Fatalf("find kubebins: %v", err)
+	}
+	bin := filepath.Join(dir, "ccm")
+	if _, err := os.Stat(bin); err != nil {
+		t.Fatalf("upstream CCM not found at %s: run `%s` first", bin, testenv.BuildCommand)
+	}
+	return bin
+}
+
+// startRun starts a control plane, a minicloud and the side's manager, all
+// stopped when the (sub)test ends.
+func startRun(t *testing.T, s side, sc scenario) *run {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a real control plane and the upstream CCM; skipped under -short")
+	}
+	bin := ""
+	if s == upstream {
+		bin = ccmBinary(t)
+	}
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatalf("control plane: %v", err)
+	}
+	t.Cleanup(env.Stop)
+	cloud := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 200 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	r := &run{t: t, ctx: ctx, side: s, kube: env.Clientset(t), cloud: cloud, settle: settleTimeout}
+	if sc.settle > 0 {
+		r.settle = sc.settle
+	}
+
+	kubeconfig := managertest.WriteKubeconfig(t, env.Config)
+	cloudConfig := filepath.Join(t.TempDir(), "cloud.yaml")
+	if err := os.WriteFile(cloudConfig, fmt.Appendf(nil, "url: %s\ntoken: %s\n", cloud.URL, cloud.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{
+		"--cloud-provider=minicloud", "--cloud-config=" + cloudConfig,
+		"--kubeconfig=" + kubeconfig, "--authentication-kubeconfig=" + kubeconfig, "--authorization-kubeconfig=" + kubeconfig,
+		"--leader-elect=false", "--use-service-account-credentials=false", "--secure-port=0",
+		"--cluster-name=compat", "--node-monitor-period=1s", "--route-reconciliation-period=2s",
+	}
+	if sc.routes {
+		args = append(args, "--configure-cloud-routes=true", "--cluster-cidr="+clusterCIDR)
+	} else {
+		args = append(args, "--configure-cloud-routes=false")
+	}
+	switch s {
+	case upstream:
+		startUpstream(t, bin, args)
+	case stratus:
+		// Deliberate difference node-deletion-guard: a grace period before a
+		// gone instance's Node is deleted; short here so that the final states
+		// can be compared.
+		managertest.StartProcess(t, append(args, "--node-deletion-grace-period=2s")...)
+	}
+	return r
+}
+
+// startUpstream runs the upstream CCM until the test ends; its log is shown
+// when the test fails.
+func startUpstream(t *testing.T, bin string, args []string) {
+	t.Helper()
+	cmd := exec.Command(bin, append(args, "--v=2")...)
+	out := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start upstream CCM: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+		if t.Failed() {
+			t.Logf("upstream CCM output:\n%s", out.String())
+		}
+	})
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// nodeOptions say how a simulated kubelet registers its Node.
+type nodeOptions struct {
+	// providedIP is the alpha.kubernetes.io/provided-node-ip annotation
+	// ("instance" = the instance's private IP).
+	providedIP string
+	// labels are set by the kubelet at registration.
+	labels map[string]string
+	// notReady registers the Node with Ready=False.
+	notReady bool
+	// podCIDR is spec.podCIDR (the route controller's input).
+	podCIDR string
+	// initialized registers without the uninitialized taint.
+	initialized bool
+}
+
+// instance creates a minicloud instance.
+func (r *run) instance(name string, public bool) *api.Instance {
+	r.t.Helper()
+	inst, err := r.cloud.Client.CreateInstance(r.ctx, api.InstanceCreate{Name: name, Type: "mc.small", Zone: "mc-central-b", PublicIP: public})
+	if err != nil {
+		r.t.Fatalf("create instance %s: %v", name, err)
+	}
+	return inst
+}
+
+// join registers a Node for inst as kubelet --cloud-provider=external does.
+func (r *run) join(inst *api.Instance, o nodeOptions) {
+	r.t.Helper()
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: inst.Name, Labels: map[string]string{corev1.LabelHostname: inst.Name}, Annotations: map[string]string{}},
+		Spec:       corev1.NodeSpec{PodCIDR: o.podCIDR},
+	}
+	for k, v := range o.labels {
+		n.Labels[k] = v
+	}
+	if o.podCIDR != "" {
+		n.Spec.PodCIDRs = []string{o.podCIDR}
+	}
+	switch o.providedIP {
+	case "":
+	case "instance":
+		n.Annotations[cloudapi.AnnotationAlphaProvidedIPAddr] = inst.PrivateIP
+	default:
+		n.Annotations[cloudapi.AnnotationAlphaProvidedIPAddr] = o.providedIP
+	}
+	if !o.initialized {
+		n.Spec.Taints = []corev1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+	}
+	_, err := r.kube.CoreV1().Nodes().Create(r.ctx, n, metav1.CreateOptions{})
+	if err != nil {
+		r.t.Fatalf("create node %s: %v", inst.Name, err)
+	}
+	ready := corev1.ConditionTrue
+	if o.notReady {
+		ready = corev1.ConditionFalse
+	}
+	// The manager may write the Node between create and status: retry on
+	// conflicts as a kubelet does.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := r.kube.CoreV1().Nodes().Get(r.ctx, inst.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}
+		if len(n.Status.Addresses) == 0 {
+			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: inst.Name}}
+		}
+		_, err = r.kube.CoreV1().Nodes().UpdateStatus(r.ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		r.t.Fatalf("node %s status: %v", inst.Name, err)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test with what after
+// the scenario's settle time.
+func (r *run) waitFor(what string, cond func(ctx context.Context) (bool, error)) {
+	r.t.Helper()
+	if err := wait.PollUntilContextTimeout(r.ctx, 100*time.Millisecond, r.settle, true, cond); err != nil {
+		r.t.Fatalf("%s: waiting for %s: %v", r.side, what, err)
+	}
+}
+
+// waitNode waits until cond holds for the Node.
+func (r *run) waitNode(name, what string, cond func(*corev1.Node) bool) {
+	r.t.Helper()
+	r.waitFor("node "+name+" "+what, func(ctx context.Context) (bool, error) {
+		n, err := r.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return cond(n), nil
+	})
+}
+
+// waitService waits until cond holds for the Service default/name.
+func (r *run) waitService(name, what string, cond func(*corev1.Service) bool) {
+	r.t.Helper()
+	r.waitFor("service "+name+" "+what, func(ctx context.Context) (bool, error) {
+		s, err := r.kube.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		return cond(s), nil
+	})
+}
+
+// waitCloud waits until cond holds for minicloud's load balancers and routes.
+func (r *run) waitCloud(what string, cond func([]api.LoadBalancer, []api.Route) bool) {
+	r.t.Helper()
+	r.waitFor("cloud "+what, func(ctx context.Context) (bool, error) {
+		lbs, err := r.cloud.Client.ListLoadBalancers(ctx, listAll)
+		if err != nil {
+			return false, nil
+		}
+		routes, err := r.cloud.Client.ListRoutes(ctx, listAll)
+		if err != nil {
+			return false, nil
+		}
+		return cond(lbs, routes), nil
+	})
+}
+
+// initialized is a waitNode condition: no uninitialized taint, a provider ID
+// and more addresses than the kubelet's hostname.
+func initialized(n *corev1.Node) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == cloudapi.TaintExternalCloudProvider {
+			return false
+		}
+	}
+	return n.Spec.ProviderID != "" && len(n.Status.Addresses) > 1
+}
+
+// hasIngress is a waitService condition: the load balancer is published.
+func hasIngress(s *corev1.Service) bool { return len(s.Status.LoadBalancer.Ingress) > 0 }
