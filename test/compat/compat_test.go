@@ -327,6 +327,58 @@ var scenarios = []scenario{
 		},
 	},
 	{
+		name:        "lb-recreate-new-uid",
+		differences: []string{"lb-ready-condition"},
+		run: func(r *run) {
+			r.nodes("node-a")
+			old := r.createService(lbService())
+			r.lbReady(svcName, 1, 80)
+			// Delete and recreate at once: the old incarnation's load
+			// balancer must go, the new one's come.
+			if err := r.kube.CoreV1().Services(metav1.NamespaceDefault).Delete(r.ctx, svcName, metav1.DeleteOptions{}); err != nil {
+				r.t.Fatal(err)
+			}
+			r.waitFor("old service gone", func(ctx context.Context) (bool, error) {
+				s, err := r.kube.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, svcName, metav1.GetOptions{})
+				return apierrors.IsNotFound(err) || (err == nil && s.UID != old.UID), nil
+			})
+			created := r.createService(lbService())
+			r.lbReady(svcName, 1, 80)
+			r.waitCloud("only the new incarnation's load balancer", func(lbs []api.LoadBalancer, _ []api.Route) bool {
+				return len(lbs) == 1 && slices.Contains(mapValues(lbs[0].Tags), string(created.UID))
+			})
+		},
+	},
+	{
+		name:        "lb-mixed-protocols-source-ranges",
+		differences: []string{"lb-ready-condition"},
+		run: func(r *run) {
+			r.nodes("node-a")
+			r.createService(lbService(func(s *corev1.Service) {
+				s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "dns", Protocol: corev1.ProtocolUDP, Port: 53, TargetPort: intstr.FromInt32(5353), NodePort: nodePort + 2})
+				s.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/8", "192.168.0.0/16"}
+			}))
+			r.lbReady(svcName, 1, 80, 53)
+		},
+	},
+	{
+		name:        "lb-unmapped-class-ignored",
+		differences: []string{"lb-ready-condition", "lb-class"},
+		run: func(r *run) {
+			r.nodes("node-a")
+			r.createService(lbService(func(s *corev1.Service) {
+				s.Name = "classy"
+				class := "example.com/other-lb"
+				s.Spec.LoadBalancerClass = &class
+				s.Spec.Ports[0].NodePort = nodePort + 3
+			}))
+			// A class-less Service created after it is served; by then
+			// both managers have seen the classed one and left it alone.
+			r.createService(lbService())
+			r.lbReady(svcName, 1, 80)
+		},
+	},
+	{
 		name:        "routes",
 		routes:      true,
 		differences: []string{"route-event-driven"},
@@ -366,4 +418,12 @@ func (r *run) setReady(name string, ready bool) error {
 		_, err = r.kube.CoreV1().Nodes().UpdateStatus(r.ctx, n, metav1.UpdateOptions{})
 		return err
 	})
+}
+
+func mapValues(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
 }
