@@ -26,7 +26,10 @@ import (
 	"github.com/stratus-ccm/stratus/internal/testenv"
 )
 
-func TestMain(m *testing.M) { testenv.Main(m) }
+func TestMain(m *testing.M) {
+	managertest.RunHelperProcess()
+	testenv.Main(m)
+}
 
 // tool returns the path of a hack/kubebins binary, failing the test with the
 // build command when it is missing.
@@ -50,6 +53,14 @@ func run(t *testing.T, stdin []byte, name string, args ...string) []byte {
 		t.Fatalf("%s %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), err, stderr.String())
 	}
 	return out
+}
+
+// deleteDocs deletes the objects of manifests, ignoring those already gone; for
+// cleanups of cluster-scoped objects.
+func deleteDocs(t *testing.T, env *testenv.Env, kubeconfig string, manifests []byte) {
+	cmd := exec.Command(tool(t, env, "kubectl"), "--kubeconfig", kubeconfig, "delete", "--ignore-not-found", "-f", "-")
+	cmd.Stdin = bytes.NewReader(manifests)
+	_ = cmd.Run()
 }
 
 // helmTemplate renders the chart as release "stratus" in ns.
@@ -181,12 +192,7 @@ func TestChartRBACIsExactlyEnough(t *testing.T) {
 	rbac := selectDocs(rendered, "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
 	kc := managertest.WriteKubeconfig(t, env.Config)
 	run(t, rbac, tool(t, env, "kubectl"), "--kubeconfig", kc, "apply", "--server-side", "--field-manager=stratus-test", "-f", "-")
-	t.Cleanup(func() {
-		cmd := exec.Command(tool(t, env, "kubectl"), "--kubeconfig", kc, "delete", "--ignore-not-found", "-f", "-")
-		cmd.Stdin = bytes.NewReader(selectDocs(rendered, "ClusterRole", "ClusterRoleBinding"))
-		cmd.Env = os.Environ()
-		_ = cmd.Run()
-	})
+	t.Cleanup(func() { deleteDocs(t, env, kc, selectDocs(rendered, "ClusterRole", "ClusterRoleBinding")) })
 
 	sa := env.ServiceAccountConfig(t, ns, "stratus")
 	asSA, err := kubernetes.NewForConfig(sa)

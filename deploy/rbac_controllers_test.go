@@ -1,0 +1,183 @@
+package deploy_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stratus-ccm/stratus/internal/manager/managertest"
+	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/client"
+	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
+	_ "github.com/stratus-ccm/stratus/providers/minicloud" // registers "minicloud" for the manager child process
+)
+
+// TestChartRBACRunsEveryController runs the manager in a child process with the
+// chart's ServiceAccount token against a real minicloud, with all four controllers
+// on, and checks that each one can do its whole job under the chart's RBAC: node
+// initialization, a route and the NetworkUnavailable condition, a load balancer
+// created and then deleted with its finalizer removed, and a node whose instance
+// is gone deleted by the lifecycle controller.
+func TestChartRBACRunsEveryController(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	admin := env.Clientset(t)
+	ctx := context.Background()
+
+	rendered := helmTemplate(t, env, ns, "cloudProvider=minicloud")
+	rbac := selectDocs(rendered, "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+	kc := managertest.WriteKubeconfig(t, env.Config)
+	run(t, rbac, tool(t, env, "kubectl"), "--kubeconfig", kc, "apply", "--server-side", "--field-manager=stratus-test", "-f", "-")
+	t.Cleanup(func() { deleteDocs(t, env, kc, selectDocs(rendered, "ClusterRole", "ClusterRoleBinding")) })
+	sa := env.ServiceAccountConfig(t, ns, "stratus")
+
+	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 100 * time.Millisecond})
+	instA, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: "rbac-a-" + ns, Type: "mc.small", Zone: "mc-central-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	instB, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: "rbac-b-" + ns, Type: "mc.small", Zone: "mc-central-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	dir := t.TempDir()
+	config := fmt.Sprintf(`apiVersion: stratus.io/v1alpha1
+kind: ManagerConfig
+providers:
+- name: mc
+  type: minicloud
+  instanceCacheFreshness: 1s
+  cloudConfig: |
+    url: %s
+    token: %s
+defaultNodeProvider: mc
+defaultLoadBalancerProvider: mc
+routesProvider: mc
+`, mc.URL, mc.Token)
+	configPath := filepath.Join(dir, "stratus.yaml")
+	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	clusterName := "rbac-" + ns
+	managertest.StartProcess(t,
+		"--config="+configPath,
+		"--cluster-name="+clusterName,
+		"--kubeconfig="+managertest.WriteKubeconfig(t, sa),
+		"--leader-elect-resource-namespace="+ns,
+		"--cluster-cidr=10.244.0.0/16",
+		"--route-reconciliation-period=1s",
+		"--node-monitor-period=1s",
+		"--node-deletion-grace-period=1s",
+		"--secure-port="+strconv.Itoa(managertest.FreePort(t)), "--bind-address=127.0.0.1",
+	)
+
+	nodeA := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: instA.Name},
+		Spec: corev1.NodeSpec{PodCIDR: "10.244.1.0/24", PodCIDRs: []string{"10.244.1.0/24"}, Taints: []corev1.Taint{{
+			Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule,
+		}}},
+	}
+	nodeB := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: instB.Name},
+		Spec:       corev1.NodeSpec{ProviderID: "minicloud://" + instB.ID},
+	}
+	for _, n := range []*corev1.Node{nodeA, nodeB} {
+		if _, err := admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		name := n.Name
+		t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	}
+	// Node B stopped heartbeating an hour ago.
+	notReady := fmt.Sprintf(`{"status":{"conditions":[{"type":"Ready","status":"Unknown","reason":"NodeStatusUnknown","lastHeartbeatTime":%q,"lastTransitionTime":%q}]}}`,
+		time.Now().Add(-time.Hour).UTC().Format(time.RFC3339), time.Now().Add(-time.Hour).UTC().Format(time.RFC3339))
+	if _, err := admin.CoreV1().Nodes().Patch(ctx, nodeB.Name, types.StrategicMergePatchType, []byte(notReady), metav1.PatchOptions{}, "status"); err != nil {
+		t.Fatal(err)
+	}
+
+	// cloud node controller: node A initialized from its instance.
+	poll(t, 90*time.Second, "node A to be initialized", func(ctx context.Context) (bool, error) {
+		n, err := admin.CoreV1().Nodes().Get(ctx, nodeA.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == "node.cloudprovider.kubernetes.io/uninitialized" {
+				return false, nil
+			}
+		}
+		return n.Spec.ProviderID == "minicloud://"+instA.ID && n.Labels[corev1.LabelTopologyZone] == "mc-central-a", nil
+	})
+
+	// route controller: a minicloud route for node A's pod CIDR and the condition.
+	poll(t, 60*time.Second, "node A's route and NetworkUnavailable=False", func(ctx context.Context) (bool, error) {
+		routes, err := mc.Client.ListRoutes(ctx, client.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		routed := false
+		for _, r := range routes {
+			routed = routed || (r.DestinationCIDR == "10.244.1.0/24" && r.TargetInstanceID == instA.ID)
+		}
+		n, err := admin.CoreV1().Nodes().Get(ctx, nodeA.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, c := range n.Status.Conditions {
+			if c.Type == corev1.NodeNetworkUnavailable {
+				return routed && c.Status == corev1.ConditionFalse && c.Reason == "RouteCreated", nil
+			}
+		}
+		return false, nil
+	})
+
+	// service controller: a load balancer with ingress, then deleted with the
+	// Service (finalizer removed through the status subresource).
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}},
+	}
+	if _, err := admin.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 90*time.Second, "the load balancer's ingress", func(ctx context.Context) (bool, error) {
+		s, err := admin.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return len(s.Status.LoadBalancer.Ingress) == 1 && len(s.Finalizers) == 1, nil
+	})
+
+	// lifecycle controller: node B's instance deleted, node B deleted.
+	if err := mc.Client.DeleteInstance(ctx, instB.ID); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 90*time.Second, "node B to be deleted", func(ctx context.Context) (bool, error) {
+		_, err := admin.CoreV1().Nodes().Get(ctx, nodeB.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+
+	if err := admin.CoreV1().Services(ns).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 90*time.Second, "the Service and its load balancer to be gone", func(ctx context.Context) (bool, error) {
+		_, err := admin.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
+		if !apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		lbs, err := mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+		return err == nil && len(lbs) == 0, nil
+	})
+}
