@@ -30,6 +30,14 @@ kubebins: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl at 
 test: kubebins ## Run all tests against a real control plane (what CI runs).
 	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) go test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
 
+.PHONY: bench
+bench: kubebins build ## Benchmark stratus-ccm against the upstream CCM at full size (bench/results/latest.json; long).
+	bin/stratus bench --out bench/results/latest.json --markdown bench/results/latest.md $(ARGS)
+
+.PHONY: bench-quick
+bench-quick: kubebins build ## Run every benchmark scenario at small sizes for both managers (a harness check; minutes).
+	bin/stratus bench --quick --out bench/results/quick.json $(ARGS)
+
 .PHONY: test-short
 test-short: ## Run only the tests that need no control plane.
 	go test -short ./...

@@ -34,5 +34,6 @@ func newCommand() *cobra.Command {
 	}
 	root.AddCommand(minicloud.NewCommand())
 	root.AddCommand(newDevCommand())
+	root.AddCommand(newBenchCommand())
 	return root
 }

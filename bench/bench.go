@@ -1,0 +1,211 @@
+// Package bench measures stratus-ccm side by side with the upstream
+// cloud-controller-manager (hack/kubebins' "ccm", the same providers/minicloud
+// compiled into k8s.io/cloud-provider's app): same machine, same run, same
+// minicloud limits, same --kube-api-qps/burst.
+//
+// Every scenario runs once per manager, each time on a fresh control plane
+// (etcd + kube-apiserver from hack/kubebins) and a fresh in-process minicloud.
+// Nodes are registered as kubelet --cloud-provider=external registers them
+// (uninitialized taint, hostname address, Ready) directly through the API: no
+// kube-controller-manager runs, so nothing marks them NotReady and no
+// heartbeat traffic is needed. Results are ratios from one run (upstream /
+// stratus, so higher is better for stratus); nothing here asserts speed.
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"runtime"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log"
+)
+
+// Sizes are the scenario parameters.
+type Sizes struct {
+	// BurstNodes join at once in node-init-burst.
+	BurstNodes int `json:"burstNodes"`
+	// SteadyNodes and SteadyServices exist during steady-state, which
+	// counts cloud calls over SteadyWindow.
+	SteadyNodes    int           `json:"steadyNodes"`
+	SteadyServices int           `json:"steadyServices"`
+	SteadyWindow   time.Duration `json:"steadyWindow"`
+	// LBBurstServices are created at once in lb-burst, on LBBurstNodes.
+	LBBurstNodes    int `json:"lbBurstNodes"`
+	LBBurstServices int `json:"lbBurstServices"`
+	// ChurnServices exist when ChurnNodes join in node-churn.
+	ChurnServices int `json:"churnServices"`
+	ChurnNodes    int `json:"churnNodes"`
+	// MemoryNodes and MemoryServices exist when memory reads peak RSS.
+	MemoryNodes    int `json:"memoryNodes"`
+	MemoryServices int `json:"memoryServices"`
+}
+
+// FullSizes are the sizes of the issue (make bench).
+var FullSizes = Sizes{
+	BurstNodes:  1000,
+	SteadyNodes: 5000, SteadyServices: 200, SteadyWindow: 10 * time.Minute,
+	LBBurstNodes: 20, LBBurstServices: 500,
+	ChurnServices: 200, ChurnNodes: 50,
+	MemoryNodes: 5000, MemoryServices: 1000,
+}
+
+// QuickSizes run all five scenarios in a few minutes (make bench-quick).
+var QuickSizes = Sizes{
+	BurstNodes:  30,
+	SteadyNodes: 30, SteadyServices: 5, SteadyWindow: 20 * time.Second,
+	LBBurstNodes: 3, LBBurstServices: 10,
+	ChurnServices: 5, ChurnNodes: 3,
+	MemoryNodes: 30, MemoryServices: 10,
+}
+
+// Options configure Run.
+type Options struct {
+	// BinDir holds etcd, kube-apiserver and the upstream "ccm" (hack/kubebins).
+	BinDir string
+	// StratusCCM is the stratus-ccm binary.
+	StratusCCM string
+	// WorkDir holds the control planes' files (a temporary folder when empty).
+	WorkDir string
+	// Sizes are the scenario parameters.
+	Sizes Sizes
+	// Scenarios selects scenarios by name (all when empty).
+	Scenarios []string
+	// Cloud are the minicloud limits both managers face.
+	Cloud CloudLimits
+	// KubeAPIQPS and KubeAPIBurst are both managers' --kube-api-qps/burst.
+	KubeAPIQPS   int
+	KubeAPIBurst int
+	// Timeout bounds each scenario run (per manager).
+	Timeout time.Duration
+}
+
+// CloudLimits are minicloud's limits in a benchmark.
+type CloudLimits struct {
+	// RateLimit is requests per second per token; Burst the bucket size.
+	RateLimit float64 `json:"rateLimit"`
+	Burst     int     `json:"burst"`
+	// LatencyMS is added to every API request.
+	LatencyMS int `json:"latencyMs"`
+	// LBProvisionDelay is how long a new load balancer provisions.
+	LBProvisionDelay time.Duration `json:"lbProvisionDelay"`
+}
+
+// DefaultCloud are the limits of DESIGN.md's "Performance".
+var DefaultCloud = CloudLimits{RateLimit: 20, Burst: 40, LatencyMS: 20, LBProvisionDelay: 2 * time.Second}
+
+// Report is bench/results/latest.json.
+type Report struct {
+	Date      time.Time   `json:"date"`
+	Machine   Machine     `json:"machine"`
+	Cloud     CloudLimits `json:"cloud"`
+	KubeAPI   [2]int      `json:"kubeApiQpsBurst"`
+	Scenarios []Result    `json:"scenarios"`
+}
+
+// Machine describes where the numbers were taken.
+type Machine struct {
+	OS   string `json:"os"`
+	Arch string `json:"arch"`
+	CPUs int    `json:"cpus"`
+	Go   string `json:"go"`
+}
+
+// Metrics are one manager's numbers in one scenario (seconds, calls, MiB).
+type Metrics map[string]float64
+
+// Result is one scenario for both managers.
+type Result struct {
+	Name     string         `json:"name"`
+	Params   map[string]any `json:"params"`
+	Stratus  Metrics        `json:"stratus"`
+	Upstream Metrics        `json:"upstream"`
+	// Ratio is upstream / stratus per metric: higher is better for stratus.
+	// A metric that is 0 for stratus has no ratio.
+	Ratio Metrics `json:"ratio"`
+	// Errors say why a side has no numbers.
+	Errors map[string]string `json:"errors,omitempty"`
+}
+
+// Run runs the selected scenarios for both managers and returns the report.
+// A scenario that fails for one manager is reported with the error; Run
+// returns an error only when it cannot start at all.
+func Run(ctx context.Context, o Options) (*Report, error) {
+	if o.Timeout == 0 {
+		o.Timeout = 15 * time.Minute
+	}
+	if o.KubeAPIQPS == 0 {
+		o.KubeAPIQPS, o.KubeAPIBurst = 20, 30
+	}
+	for _, bin := range []string{filepath.Join(o.BinDir, "etcd"), filepath.Join(o.BinDir, "kube-apiserver"), filepath.Join(o.BinDir, "ccm"), o.StratusCCM} {
+		if _, err := os.Stat(bin); err != nil {
+			return nil, fmt.Errorf("bench needs %s: %w (make kubebins build)", bin, err)
+		}
+	}
+	if o.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "stratus-bench-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		o.WorkDir = dir
+	}
+	rep := &Report{
+		Date:    time.Now().UTC(),
+		Machine: Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), Go: runtime.Version()},
+		Cloud:   o.Cloud,
+		KubeAPI: [2]int{o.KubeAPIQPS, o.KubeAPIBurst},
+	}
+	logger := log.FromContext(ctx)
+	for _, sc := range selected(o.Scenarios) {
+		res := Result{Name: sc.name, Params: sc.params(o.Sizes)}
+		for _, m := range []manager{upstream, stratus} {
+			logger.Info("running", "scenario", sc.name, "manager", m)
+			met, err := runOne(ctx, o, sc, m)
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if err != nil {
+				if res.Errors == nil {
+					res.Errors = map[string]string{}
+				}
+				res.Errors[string(m)] = err.Error()
+				logger.Error(err, "scenario failed", "scenario", sc.name, "manager", m)
+			}
+			if m == upstream {
+				res.Upstream = met
+			} else {
+				res.Stratus = met
+			}
+		}
+		res.Ratio = ratios(res.Upstream, res.Stratus)
+		rep.Scenarios = append(rep.Scenarios, res)
+	}
+	return rep, nil
+}
+
+func ratios(up, st Metrics) Metrics {
+	r := Metrics{}
+	for k, u := range up {
+		if s, ok := st[k]; ok && s != 0 {
+			r[k] = math.Round(u/s*100) / 100
+		}
+	}
+	return r
+}
+
+// WriteJSON writes the report to path, creating its folder.
+func (r *Report) WriteJSON(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}

@@ -1,0 +1,81 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr/testr"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/stratus-ccm/stratus/internal/testenv"
+)
+
+// TestQuickRunsEveryScenario is `make bench-quick` as a harness check: every
+// scenario runs for both managers and yields its metrics. It asserts nothing
+// about speed.
+func TestQuickRunsEveryScenario(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs control planes and both managers; skipped under -short")
+	}
+	binDir, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"etcd", "kube-apiserver", "ccm"} {
+		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
+			t.Fatalf("%s not found in %s: run `%s` first", name, binDir, testenv.BuildCommand)
+		}
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ccm := filepath.Join(t.TempDir(), "stratus-ccm")
+	build := exec.Command("go", "build", "-o", ccm, "./cmd/stratus-ccm")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build stratus-ccm: %v\n%s", err, out)
+	}
+	// Smaller than QuickSizes: this proves the harness, it measures nothing.
+	sizes := Sizes{
+		BurstNodes:  5,
+		SteadyNodes: 5, SteadyServices: 2, SteadyWindow: 3 * time.Second,
+		LBBurstNodes: 2, LBBurstServices: 3,
+		ChurnServices: 2, ChurnNodes: 2,
+		MemoryNodes: 5, MemoryServices: 2,
+	}
+	for _, name := range Names() {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel() // each scenario has its own control planes and cloud
+			ctx := log.IntoContext(context.Background(), testr.New(t))
+			rep, err := Run(ctx, Options{BinDir: binDir, StratusCCM: ccm, WorkDir: t.TempDir(), Sizes: sizes, Scenarios: []string{name}, Cloud: DefaultCloud, Timeout: 3 * time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Scenarios) != 1 {
+				t.Fatalf("report has %d scenarios, want 1", len(rep.Scenarios))
+			}
+			s := rep.Scenarios[0]
+			if len(s.Errors) > 0 {
+				t.Errorf("%s: %v", s.Name, s.Errors)
+			}
+			if len(s.Upstream) == 0 || len(s.Stratus) == 0 {
+				t.Errorf("%s: missing metrics: upstream %v, stratus %v", s.Name, s.Upstream, s.Stratus)
+			}
+			out := filepath.Join(t.TempDir(), "results", "latest.json")
+			if err := rep.WriteJSON(out); err != nil {
+				t.Fatal(err)
+			}
+			table := rep.Markdown()
+			if !strings.Contains(table, "| "+s.Name+" |") {
+				t.Errorf("table lacks %s:\n%s", s.Name, table)
+			}
+			t.Logf("results (one run, tiny sizes, not a measurement):\n%s", table)
+		})
+	}
+}

@@ -1,0 +1,373 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"golang.org/x/sync/errgroup"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	cloudapi "k8s.io/cloud-provider/api"
+
+	"github.com/stratus-ccm/stratus/internal/devenv"
+	"github.com/stratus-ccm/stratus/minicloud"
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/client"
+)
+
+// manager is one side of the comparison.
+type manager string
+
+const (
+	upstream manager = "upstream"
+	stratus  manager = "stratus"
+)
+
+// env is one scenario run: a control plane, a minicloud and a manager.
+type env struct {
+	kube  kubernetes.Interface
+	cloud *client.Client
+	// mgrCloud uses the manager's token; it only reads the manager's stats.
+	mgrCloud *client.Client
+	// mgr is the manager process (for its RSS).
+	mgr *exec.Cmd
+	// instances by name, as created.
+	mu        sync.Mutex
+	instances map[string]*api.Instance
+}
+
+// poll is how often scenarios look at the cluster while waiting.
+const poll = 200 * time.Millisecond
+
+// runOne runs scenario sc for manager m on a fresh environment.
+func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, error) {
+	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+	defer cancel()
+	dir, err := os.MkdirTemp(o.WorkDir, sc.name+"-"+string(m)+"-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+
+	ports, err := devenv.FreePorts()
+	if err != nil {
+		return nil, err
+	}
+	cp := &devenv.ControlPlane{Dir: filepath.Join(dir, "cluster"), BinDir: o.BinDir, Ports: ports}
+	if err := cp.Start(ctx); err != nil {
+		return nil, fmt.Errorf("control plane: %w", err)
+	}
+	defer cp.Stop(context.WithoutCancel(ctx))
+	cfg, err := cp.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	cfg.QPS, cfg.Burst = 500, 1000 // the harness, not the manager under test
+	kube, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+
+	cloudURL, token, stopCloud, err := startCloud(ctx, filepath.Join(dir, "minicloud"), o.Cloud)
+	if err != nil {
+		return nil, err
+	}
+	defer stopCloud()
+	// The harness has its own token, so its calls neither count in the
+	// manager's stats nor spend the manager's rate limit.
+	harness, err := client.New(cloudURL, token[1])
+	if err != nil {
+		return nil, err
+	}
+	if o.Cloud.LatencyMS > 0 {
+		if _, err := harness.SetFaults(ctx, api.Faults{LatencyMS: o.Cloud.LatencyMS}); err != nil {
+			return nil, fmt.Errorf("set minicloud latency: %w", err)
+		}
+	}
+	cloudConfig := filepath.Join(dir, "cloud.yaml")
+	if err := os.WriteFile(cloudConfig, fmt.Appendf(nil, "url: %s\ntoken: %s\n", cloudURL, token[0]), 0o600); err != nil {
+		return nil, err
+	}
+	mgrCloud, err := client.New(cloudURL, token[0])
+	if err != nil {
+		return nil, err
+	}
+	e := &env{kube: kube, cloud: harness, mgrCloud: mgrCloud, instances: map[string]*api.Instance{}}
+	if err := sc.setup(ctx, e, o.Sizes); err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	bin := filepath.Join(o.BinDir, "ccm")
+	if m == stratus {
+		bin = o.StratusCCM
+	}
+	kc := cp.KubeconfigPath()
+	cmd := exec.CommandContext(ctx, bin,
+		"--cloud-provider=minicloud", "--cloud-config="+cloudConfig,
+		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+		"--leader-elect=false", "--use-service-account-credentials=false", "--secure-port=0",
+		"--configure-cloud-routes=false", "--cluster-name=bench",
+		"--kube-api-qps="+strconv.Itoa(o.KubeAPIQPS), "--kube-api-burst="+strconv.Itoa(o.KubeAPIBurst))
+	logFile, err := os.Create(filepath.Join(o.WorkDir, sc.name+"-"+string(m)+".log"))
+	if err != nil {
+		return nil, err
+	}
+	defer logFile.Close()
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	// The manager dies with the harness, whatever kills it.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", m, err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	defer func() {
+		_ = cmd.Process.Kill()
+		<-exited
+	}()
+	e.mgr = cmd
+
+	type outcome struct {
+		m   Metrics
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		met, err := sc.measure(ctx, e, o.Sizes)
+		done <- outcome{met, err}
+	}()
+	select {
+	case out := <-done:
+		return out.m, out.err
+	case err := <-exited:
+		cancel()
+		<-done
+		return nil, fmt.Errorf("%s exited early: %v (log: %s)", m, err, logFile.Name())
+	}
+}
+
+// startCloud runs a minicloud in this process with two tokens: [0] for the
+// manager, [1] for the harness.
+func startCloud(ctx context.Context, dir string, l CloudLimits) (string, [2]string, func(), error) {
+	cfg := minicloud.DefaultConfig()
+	cfg.StateDir = dir
+	tokens := [2]string{randomToken(), randomToken()}
+	cfg.Tokens = tokens[:]
+	cfg.RateLimit, cfg.Burst = l.RateLimit, l.Burst
+	cfg.LBProvisionDelay = l.LBProvisionDelay
+	cfg.Logger = logr.Discard()
+	srv, err := minicloud.NewServer(cfg)
+	if err != nil {
+		return "", tokens, nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		srv.Close()
+		return "", tokens, nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { _ = srv.Serve(ctx, ln); close(done) }()
+	return "http://" + ln.Addr().String(), tokens, func() { cancel(); <-done }, nil
+}
+
+func randomToken() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// createNodes creates an instance and a Node (as a kubelet with
+// --cloud-provider=external registers it) for each name, 16 at a time.
+func (e *env) createNodes(ctx context.Context, names []string) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for _, name := range names {
+		g.Go(func() error {
+			inst, err := e.cloud.CreateInstance(ctx, api.InstanceCreate{Name: name, Type: "mc.small", Zone: minicloud.Zones[len(name)%len(minicloud.Zones)]})
+			if err != nil {
+				return fmt.Errorf("create instance %s: %w", name, err)
+			}
+			e.mu.Lock()
+			e.instances[name] = inst
+			e.mu.Unlock()
+			return e.registerNode(ctx, name)
+		})
+	}
+	return g.Wait()
+}
+
+func (e *env) registerNode(ctx context.Context, name string) error {
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+	}
+	if _, err := e.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("create node %s: %w", name, err)
+	}
+	// The manager may write the Node between create and status: retry on
+	// conflicts as a kubelet does.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cur, err := e.kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.Now()
+		cur.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}
+		if len(cur.Status.Addresses) == 0 {
+			cur.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}
+		}
+		_, err = e.kube.CoreV1().Nodes().UpdateStatus(ctx, cur, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("node %s status: %w", name, err)
+	}
+	return nil
+}
+
+// createServices creates count LoadBalancer Services named prefix-<i>.
+func (e *env) createServices(ctx context.Context, prefix string, count int) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i := range count {
+		g.Go(func() error {
+			svc := &corev1.Service{
+				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: metav1.NamespaceDefault},
+				Spec: corev1.ServiceSpec{
+					Type:     corev1.ServiceTypeLoadBalancer,
+					Selector: map[string]string{"app": prefix},
+					Ports:    []corev1.ServicePort{{Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
+				},
+			}
+			if _, err := e.kube.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("create service %s: %w", svc.Name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// waitInitialized waits until want Nodes have no uninitialized taint.
+func (e *env) waitInitialized(ctx context.Context, want int) error {
+	return e.until(ctx, fmt.Sprintf("%d nodes initialized", want), func(ctx context.Context) (bool, error) {
+		nodes, err := e.kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, nil
+		}
+		n := 0
+		for _, node := range nodes.Items {
+			if node.Spec.ProviderID != "" && !hasTaint(&node, cloudapi.TaintExternalCloudProvider) {
+				n++
+			}
+		}
+		return n >= want, nil
+	})
+}
+
+// waitIngress waits until want Services have ingress.
+func (e *env) waitIngress(ctx context.Context, want int) error {
+	return e.until(ctx, fmt.Sprintf("%d services with ingress", want), func(ctx context.Context) (bool, error) {
+		svcs, err := e.kube.CoreV1().Services(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		if err != nil {
+			return false, nil
+		}
+		n := 0
+		for _, s := range svcs.Items {
+			if len(s.Status.LoadBalancer.Ingress) > 0 {
+				n++
+			}
+		}
+		return n >= want, nil
+	})
+}
+
+// waitTargets waits until want load balancers have targets instances.
+func (e *env) waitTargets(ctx context.Context, want, targets int) error {
+	return e.until(ctx, fmt.Sprintf("%d load balancers with %d targets", want, targets), func(ctx context.Context) (bool, error) {
+		lbs, err := e.cloud.ListLoadBalancers(ctx, client.ListOptions{PageSize: 1000})
+		if err != nil {
+			return false, nil
+		}
+		n := 0
+		for _, lb := range lbs {
+			if len(lb.Targets) == targets {
+				n++
+			}
+		}
+		return n >= want, nil
+	})
+}
+
+func (e *env) until(ctx context.Context, what string, cond wait.ConditionWithContextFunc) error {
+	if err := wait.PollUntilContextCancel(ctx, poll, true, cond); err != nil {
+		return fmt.Errorf("waiting for %s: %w", what, err)
+	}
+	return nil
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// managerStats are the manager's minicloud calls since the last reset: total
+// and per operation.
+func (e *env) managerStats(ctx context.Context) (int64, map[string]int64, error) {
+	st, err := e.mgrCloud.TokenStats(ctx)
+	if err != nil {
+		return 0, nil, fmt.Errorf("minicloud stats: %w", err)
+	}
+	total := int64(0)
+	ops := map[string]int64{}
+	for op, n := range st.Requests {
+		if strings.Contains(op, "/v1/_") { // the stats reads themselves
+			continue
+		}
+		ops[op] = n
+		total += n
+	}
+	return total, ops, nil
+}
+
+// peakRSS is the manager's peak resident set (VmHWM) in MiB.
+func (e *env) peakRSS() (float64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", e.mgr.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("read manager memory: %w", err)
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if rest, ok := strings.CutPrefix(s.Text(), "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				return 0, fmt.Errorf("parse VmHWM %q: %w", rest, err)
+			}
+			return kb / 1024, nil
+		}
+	}
+	return 0, errors.New("VmHWM not found in /proc status")
+}

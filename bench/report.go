@@ -1,0 +1,79 @@
+package bench
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+)
+
+// Markdown renders the report as the tables of docs/benchmarks.md: one row
+// per scenario and metric with both managers' numbers and the ratio
+// (upstream / stratus), and a verdict that says plainly where stratus is not
+// ahead.
+func (r *Report) Markdown() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Run %s on %s/%s, %d CPUs, %s. minicloud: %g requests/s per token (burst %d), %d ms latency per request, load balancers provision in %s. Both managers: --kube-api-qps=%d --kube-api-burst=%d.\n\n",
+		r.Date.Format("2006-01-02 15:04 UTC"), r.Machine.OS, r.Machine.Arch, r.Machine.CPUs, r.Machine.Go,
+		r.Cloud.RateLimit, r.Cloud.Burst, r.Cloud.LatencyMS, r.Cloud.LBProvisionDelay, r.KubeAPI[0], r.KubeAPI[1])
+	b.WriteString("| scenario | parameters | metric | upstream | stratus | upstream / stratus | |\n|---|---|---|---:|---:|---:|---|\n")
+	for _, s := range r.Scenarios {
+		params := formatParams(s.Params)
+		keys := slices.Sorted(maps.Keys(union(s.Upstream, s.Stratus)))
+		if len(keys) == 0 {
+			fmt.Fprintf(&b, "| %s | %s | — | — | — | — | failed: %s |\n", s.Name, params, formatErrors(s.Errors))
+			continue
+		}
+		for _, k := range keys {
+			up, okU := s.Upstream[k]
+			st, okS := s.Stratus[k]
+			ratio, okR := s.Ratio[k]
+			verdict := ""
+			switch {
+			case !okU || !okS:
+				verdict = "one side has no number: " + formatErrors(s.Errors)
+			case okR && ratio < 1:
+				verdict = "**stratus behind**"
+			case okR && ratio == 1:
+				verdict = "equal"
+			case !okR && up == 0 && st == 0:
+				verdict = "both 0"
+			}
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", s.Name, params, k, num(up, okU), num(st, okS), num(ratio, okR), verdict)
+		}
+	}
+	return b.String()
+}
+
+func union(a, b Metrics) Metrics {
+	out := Metrics{}
+	maps.Copy(out, a)
+	maps.Copy(out, b)
+	return out
+}
+
+func num(v float64, ok bool) string {
+	if !ok {
+		return "—"
+	}
+	if v == float64(int64(v)) {
+		return fmt.Sprintf("%d", int64(v))
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func formatParams(p map[string]any) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(p)) {
+		parts = append(parts, fmt.Sprintf("%s=%v", k, p[k]))
+	}
+	return strings.Join(parts, " ")
+}
+
+func formatErrors(errs map[string]string) string {
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(errs)) {
+		parts = append(parts, k+": "+strings.ReplaceAll(errs[k], "|", "/"))
+	}
+	return strings.Join(parts, "; ")
+}

@@ -1,0 +1,43 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestRatios(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		up, st, want Metrics
+	}{
+		{"stratus ahead", Metrics{"calls": 300}, Metrics{"calls": 100}, Metrics{"calls": 3}},
+		{"stratus behind", Metrics{"rss": 50}, Metrics{"rss": 100}, Metrics{"rss": 0.5}},
+		{"rounded to two places", Metrics{"s": 1}, Metrics{"s": 3}, Metrics{"s": 0.33}},
+		{"zero for stratus has no ratio", Metrics{"calls": 5}, Metrics{"calls": 0}, Metrics{}},
+		{"metric on one side only", Metrics{"a": 1}, Metrics{"b": 1}, Metrics{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if d := cmp.Diff(tc.want, ratios(tc.up, tc.st)); d != "" {
+				t.Error(d)
+			}
+		})
+	}
+}
+
+func TestMarkdownSaysWhereStratusIsBehind(t *testing.T) {
+	r := &Report{Scenarios: []Result{
+		{Name: "memory", Params: map[string]any{"nodes": 5}, Upstream: Metrics{"peakRSSMiB": 50}, Stratus: Metrics{"peakRSSMiB": 100}, Ratio: Metrics{"peakRSSMiB": 0.5}},
+		{Name: "lb-burst", Params: map[string]any{}, Errors: map[string]string{"stratus": "boom"}},
+	}}
+	md := r.Markdown()
+	for _, want := range []string{
+		"| memory | nodes=5 | peakRSSMiB | 50 | 100 | 0.50 | **stratus behind** |",
+		"| lb-burst |  | — | — | — | — | failed: stratus: boom |",
+	} {
+		if !strings.Contains(md, want) {
+			t.Errorf("table lacks %q:\n%s", want, md)
+		}
+	}
+}

@@ -1,0 +1,102 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-logr/logr/funcr"
+	"github.com/spf13/cobra"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/stratus-ccm/stratus/bench"
+)
+
+// newBenchCommand returns `stratus bench`: the scale benchmarks side by side
+// with the upstream CCM (issue #10).
+func newBenchCommand() *cobra.Command {
+	var (
+		quick                 bool
+		out, markdown, binDir string
+		stratusCCM            string
+		opts                  = bench.Options{Cloud: bench.DefaultCloud}
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Benchmark stratus-ccm against the upstream cloud-controller-manager on the same control plane and minicloud",
+		Long: `bench runs each scenario (` + strings.Join(bench.Names(), ", ") + `) once
+for the upstream CCM (hack/kubebins' ccm, with providers/minicloud) and once for
+stratus-ccm, each on a fresh control plane and minicloud with the same limits and
+the same --kube-api-qps/burst, and writes the numbers and their ratios
+(upstream / stratus: higher is better for stratus) as JSON and as a Markdown table.
+Numbers are from one run on this machine; nothing is asserted. See docs/benchmarks.md.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			opts.Sizes = bench.FullSizes
+			if quick {
+				opts.Sizes = bench.QuickSizes
+			}
+			opts.BinDir, opts.StratusCCM = binDir, stratusCCM
+			if opts.BinDir == "" || opts.StratusCCM == "" {
+				root := repoRoot()
+				if root == "" {
+					return fmt.Errorf("run from the stratus repository or pass --kube-bin-dir and --manager-binary")
+				}
+				if opts.BinDir == "" {
+					dir, err := kubebinsDir(root)
+					if err != nil {
+						return err
+					}
+					opts.BinDir = dir
+				}
+				if opts.StratusCCM == "" {
+					opts.StratusCCM = filepath.Join(root, "bin", "stratus-ccm")
+				}
+			}
+			w := cmd.ErrOrStderr()
+			logger := funcr.New(func(prefix, args string) { fmt.Fprintln(w, "bench:", args) }, funcr.Options{})
+			rep, err := bench.Run(log.IntoContext(cmd.Context(), logger), opts)
+			if err != nil {
+				return err
+			}
+			if err := rep.WriteJSON(out); err != nil {
+				return err
+			}
+			table := rep.Markdown()
+			fmt.Fprint(cmd.OutOrStdout(), table)
+			if markdown != "" {
+				return os.WriteFile(markdown, []byte(table), 0o644)
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.BoolVar(&quick, "quick", false, "small sizes: all scenarios in a few minutes (a harness check, not a measurement)")
+	f.StringSliceVar(&opts.Scenarios, "scenario", nil, "run only these scenarios (default: all)")
+	f.StringVar(&out, "out", "bench/results/latest.json", "where to write the JSON results")
+	f.StringVar(&markdown, "markdown", "", "also write the results table (Markdown) to this file")
+	f.StringVar(&binDir, "kube-bin-dir", "", "folder with etcd, kube-apiserver and ccm (default: hack/kubebins/build.sh --print-dir)")
+	f.StringVar(&stratusCCM, "manager-binary", "", "stratus-ccm binary (default: bin/stratus-ccm in the repository)")
+	f.Float64Var(&opts.Cloud.RateLimit, "cloud-rate-limit", opts.Cloud.RateLimit, "minicloud requests per second per token")
+	f.IntVar(&opts.Cloud.Burst, "cloud-burst", opts.Cloud.Burst, "minicloud rate-limit burst")
+	f.IntVar(&opts.Cloud.LatencyMS, "cloud-latency-ms", opts.Cloud.LatencyMS, "latency added to every minicloud request")
+	f.DurationVar(&opts.Cloud.LBProvisionDelay, "lb-provision-delay", opts.Cloud.LBProvisionDelay, "how long a new minicloud load balancer provisions")
+	f.IntVar(&opts.KubeAPIQPS, "kube-api-qps", 20, "--kube-api-qps of both managers")
+	f.IntVar(&opts.KubeAPIBurst, "kube-api-burst", 30, "--kube-api-burst of both managers")
+	f.DurationVar(&opts.Timeout, "timeout", 0, "bound of each scenario run per manager (default 15m)")
+	return cmd
+}
+
+// kubebinsDir asks hack/kubebins/build.sh where its binaries are.
+func kubebinsDir(root string) (string, error) {
+	script := filepath.Join(root, "hack", "kubebins", "build.sh")
+	cmd := exec.Command(script, "--print-dir")
+	cmd.Dir = root
+	dir, err := cmd.Output()
+	if err != nil {
+		return "", fmt.Errorf("%s --print-dir: %w", script, err)
+	}
+	return strings.TrimSpace(string(dir)), nil
+}
