@@ -32,11 +32,11 @@ test: kubebins ## Run all tests against a real control plane (what CI runs).
 
 .PHONY: bench
 bench: kubebins build ## Benchmark stratus-ccm against the upstream CCM at full size (bench/results/latest.json; long).
-	bin/stratus bench --out bench/results/latest.json --markdown bench/results/latest.md $(ARGS)
+	bin/stratus bench --out bench/results/latest.json --markdown bench/results/latest.md --chart docs/benchmarks.png $(ARGS)
 
 .PHONY: bench-quick
 bench-quick: kubebins build ## Run every benchmark scenario at small sizes for both managers (a harness check; minutes).
-	bin/stratus bench --quick --out bench/results/quick.json $(ARGS)
+	bin/stratus bench --quick --out bench/results/quick.json --markdown bench/results/quick.md --chart bench/results/quick.png $(ARGS)
 
 .PHONY: test-short
 test-short: ## Run only the tests that need no control plane.

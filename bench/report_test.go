@@ -1,6 +1,9 @@
 package bench
 
 import (
+	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -39,5 +42,26 @@ func TestMarkdownSaysWhereStratusIsBehind(t *testing.T) {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)
 		}
+	}
+}
+
+func TestWriteChartDrawsAPNG(t *testing.T) {
+	r := &Report{Scenarios: []Result{
+		{Name: "memory", Ratio: Metrics{"peakRSSMiB": 0.5}},
+		{Name: "steady-state", Ratio: Metrics{"cloudCallsPerHour": 12, "cloudCallsPerHour GET /v1/instances": 30}},
+	}}
+	path := filepath.Join(t.TempDir(), "chart.png")
+	if err := r.WriteChart(path); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.HasPrefix(data, []byte("\x89PNG\r\n\x1a\n")) {
+		t.Errorf("%s is not a PNG", path)
+	}
+	if err := (&Report{}).WriteChart(path); err == nil {
+		t.Error("a report without ratios drew a chart")
 	}
 }

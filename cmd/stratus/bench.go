@@ -20,6 +20,7 @@ func newBenchCommand() *cobra.Command {
 	var (
 		quick                 bool
 		out, markdown, binDir string
+		chart                 string
 		stratusCCM            string
 		opts                  = bench.Options{Cloud: bench.DefaultCloud}
 	)
@@ -64,6 +65,11 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 			if err := rep.WriteJSON(out); err != nil {
 				return err
 			}
+			if chart != "" {
+				if err := rep.WriteChart(chart); err != nil {
+					return err
+				}
+			}
 			table := rep.Markdown()
 			fmt.Fprint(cmd.OutOrStdout(), table)
 			if markdown != "" {
@@ -77,6 +83,7 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 	f.StringSliceVar(&opts.Scenarios, "scenario", nil, "run only these scenarios (default: all)")
 	f.StringVar(&out, "out", "bench/results/latest.json", "where to write the JSON results")
 	f.StringVar(&markdown, "markdown", "", "also write the results table (Markdown) to this file")
+	f.StringVar(&chart, "chart", "", "also draw the ratios as a PNG bar chart at this path")
 	f.StringVar(&binDir, "kube-bin-dir", "", "folder with etcd, kube-apiserver and ccm (default: hack/kubebins/build.sh --print-dir)")
 	f.StringVar(&stratusCCM, "manager-binary", "", "stratus-ccm binary (default: bin/stratus-ccm in the repository)")
 	f.Float64Var(&opts.Cloud.RateLimit, "cloud-rate-limit", opts.Cloud.RateLimit, "minicloud requests per second per token")
