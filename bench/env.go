@@ -194,22 +194,56 @@ func randomToken() string {
 	return hex.EncodeToString(b)
 }
 
-// createNodes creates an instance and a Node (as a kubelet with
-// --cloud-provider=external registers it) for each name, 16 at a time.
+// createNodes creates an instance and a Node for each name.
 func (e *env) createNodes(ctx context.Context, names []string) error {
+	if err := e.createInstances(ctx, names); err != nil {
+		return err
+	}
+	return e.registerNodes(ctx, names)
+}
+
+// createInstances creates a minicloud instance per name, 16 at a time. The
+// harness's token has the same rate limit as the manager's, so throttled
+// calls are retried after the cloud's Retry-After.
+func (e *env) createInstances(ctx context.Context, names []string) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
 	for _, name := range names {
 		g.Go(func() error {
-			inst, err := e.cloud.CreateInstance(ctx, api.InstanceCreate{Name: name, Type: "mc.small", Zone: minicloud.Zones[len(name)%len(minicloud.Zones)]})
-			if err != nil {
-				return fmt.Errorf("create instance %s: %w", name, err)
+			for {
+				inst, err := e.cloud.CreateInstance(ctx, api.InstanceCreate{Name: name, Type: "mc.small", Zone: minicloud.Zones[len(name)%len(minicloud.Zones)]})
+				if client.IsThrottled(err) {
+					after, ok := client.RetryAfter(err)
+					if !ok {
+						after = time.Second
+					}
+					select {
+					case <-time.After(after):
+						continue
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				if err != nil {
+					return fmt.Errorf("create instance %s: %w", name, err)
+				}
+				e.mu.Lock()
+				e.instances[name] = inst
+				e.mu.Unlock()
+				return nil
 			}
-			e.mu.Lock()
-			e.instances[name] = inst
-			e.mu.Unlock()
-			return e.registerNode(ctx, name)
 		})
+	}
+	return g.Wait()
+}
+
+// registerNodes registers a Node per name (as kubelet with
+// --cloud-provider=external does), 32 at a time: a burst of joining nodes.
+func (e *env) registerNodes(ctx context.Context, names []string) error {
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for _, name := range names {
+		g.Go(func() error { return e.registerNode(ctx, name) })
 	}
 	return g.Wait()
 }
