@@ -1,0 +1,73 @@
+package compat
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stratus-ccm/stratus/minicloud/api"
+)
+
+// world is one run's random values: what normalize must hide.
+type world struct {
+	instID, ip, vip string
+	uid             types.UID
+}
+
+func (w world) snapshot(zone string, conditions ...string) (snapshot, map[string]string) {
+	lbName := ("a" + strings.ReplaceAll(string(w.uid), "-", ""))[:32] // upstream's default name
+	s := snapshot{
+		Nodes: []nodeState{{Name: "node-a", Labels: map[string]string{corev1.LabelTopologyZone: zone}, ProviderID: "minicloud://" + w.instID, Addresses: []string{"InternalIP=" + w.ip, "Hostname=node-a"}}},
+		Services: []serviceState{{Name: "web", UID: string(w.uid), Finalizers: []string{"service.kubernetes.io/load-balancer-cleanup"},
+			Ingress: []string{"ip=" + w.vip + " hostname= mode=VIP ports=80/TCP"}, Conditions: conditions}},
+		LoadBalancers: []lbState{{Name: lbName, VIP: w.vip, Tags: map[string]string{"stratus/service-uid": string(w.uid)}, Targets: []string{w.instID}}},
+	}
+	names := namesOf(
+		[]api.Instance{{ID: w.instID, Name: "node-a", PrivateIP: w.ip}},
+		[]api.LoadBalancer{{Name: lbName, VIP: w.vip}},
+		[]corev1.Service{serviceWithUID("web", w.uid)},
+	)
+	return s, names
+}
+
+func serviceWithUID(name string, uid types.UID) corev1.Service {
+	svc := corev1.Service{}
+	svc.Name, svc.UID = name, uid
+	return svc
+}
+
+// TestComparisonHidesOnlyRandomValuesAndListedDifferences proves the
+// comparison can fail: random IDs, IPs and UIDs and the listed differences
+// compare equal, anything else does not.
+func TestComparisonHidesOnlyRandomValuesAndListedDifferences(t *testing.T) {
+	up := world{instID: "i-000000000001", ip: "127.10.1.5", vip: "127.100.3.1", uid: "0a1b2c3d-1111-2222-3333-444455556666"}
+	st := world{instID: "i-000000000007", ip: "127.11.9.5", vip: "127.150.8.1", uid: "9f8e7d6c-aaaa-bbbb-cccc-ddddeeeeffff"}
+	for _, tc := range []struct {
+		name      string
+		upZone    string
+		stZone    string
+		stConds   []string
+		wantEqual bool
+	}{
+		{name: "same meaning, different random values", upZone: "z1", stZone: "z1", wantEqual: true},
+		{name: "listed difference lb-ready-condition", upZone: "z1", stZone: "z1", stConds: []string{"LoadBalancerReady=True/Ready"}, wantEqual: true},
+		{name: "unlisted difference: a label", upZone: "z1", stZone: "z2", wantEqual: false},
+		{name: "unlisted difference: another condition", upZone: "z1", stZone: "z1", stConds: []string{"Other=True/X"}, wantEqual: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, an := up.snapshot(tc.upZone)
+			b, bn := st.snapshot(tc.stZone, tc.stConds...)
+			for _, tol := range tolerances {
+				tol.apply(&a)
+				tol.apply(&b)
+			}
+			d := cmp.Diff(normalize(a, an), normalize(b, bn))
+			if got := d == ""; got != tc.wantEqual {
+				t.Errorf("equal = %v, want %v; diff:\n%s", got, tc.wantEqual, d)
+			}
+		})
+	}
+}
