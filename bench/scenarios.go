@@ -47,13 +47,17 @@ func nodeNames(prefix string, from, count int) []string {
 	return out
 }
 
-// callMetrics adds the manager's cloud calls since the last reset.
+// callMetrics adds the manager's cloud calls since the last reset, in total
+// and per operation ("cloudCalls GET /v1/instances").
 func callMetrics(ctx context.Context, e *env, m Metrics) error {
-	total, _, err := e.managerStats(ctx)
+	total, ops, err := e.managerStats(ctx)
 	if err != nil {
 		return err
 	}
 	m["cloudCalls"] = float64(total)
+	for op, n := range ops {
+		m["cloudCalls "+op] = float64(n)
+	}
 	return nil
 }
 
