@@ -49,7 +49,11 @@ build kube-apiserver k8s k8s.io/kubernetes/cmd/kube-apiserver "$K8S_VERSION" "$k
 build kubectl k8s k8s.io/kubernetes/cmd/kubectl "$K8S_VERSION" "$k8s_ldflags"
 build kube-controller-manager k8s k8s.io/kubernetes/cmd/kube-controller-manager "$K8S_VERSION" "$k8s_ldflags"
 build helm helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
-build kwok kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
+# kwok (simulated kubelets at scale) is for benchmarks that do not use it yet; it is
+# built only on request so that make test stays short.
+if [[ "${KUBEBINS_KWOK:-}" == 1 ]]; then
+	build kwok kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
+fi
 # The upstream CCM compiles the working tree's provider, so its stamp also covers
 # the sources it is built from.
 ccm_sources=$(cd "$root" && find providers minicloud/api minicloud/client pkg -name '*.go' ! -name '*_test.go' 2>/dev/null | sort | xargs cat | sha256sum | cut -c1-16)
