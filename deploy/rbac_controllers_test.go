@@ -19,7 +19,7 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
-	_ "github.com/stratus-ccm/stratus/providers/minicloud" // registers "minicloud" for the manager child process
+	"github.com/stratus-ccm/stratus/providers/minicloud" // also registers "minicloud" for the manager child process
 )
 
 // TestChartRBACRunsEveryController runs the manager in a child process with the
@@ -172,12 +172,19 @@ routesProvider: mc
 	if err := admin.CoreV1().Services(ns).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	var state string
 	poll(t, 90*time.Second, "the Service and its load balancer to be gone", func(ctx context.Context) (bool, error) {
-		_, err := admin.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
+		s, err := admin.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
+			state = fmt.Sprintf("service still there (err %v): finalizers %v, deletion %v", err, s.Finalizers, s.DeletionTimestamp)
 			return false, nil
 		}
-		lbs, err := mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+		// Only this Service's: Services other tests left in their namespaces (no
+		// namespace controller runs here) get load balancers from this manager too.
+		lbs, err := mc.Client.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{
+			minicloud.TagCluster: clusterName, minicloud.TagServiceNamespace: ns, minicloud.TagServiceName: svc.Name,
+		}})
+		state = fmt.Sprintf("service gone; load balancers %+v (err %v)", lbs, err)
 		return err == nil && len(lbs) == 0, nil
-	})
+	}, func() string { return state })
 }
