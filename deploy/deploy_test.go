@@ -55,6 +55,17 @@ func run(t *testing.T, stdin []byte, name string, args ...string) []byte {
 	return out
 }
 
+// applyChartRBAC renders the chart in ns and applies its ServiceAccount and RBAC
+// for real; the cluster-scoped objects are deleted when the test ends.
+func applyChartRBAC(t *testing.T, env *testenv.Env, ns string, set ...string) {
+	t.Helper()
+	rendered := helmTemplate(t, env, ns, set...)
+	rbac := selectDocs(rendered, "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
+	kc := managertest.WriteKubeconfig(t, env.Config)
+	run(t, rbac, tool(t, env, "kubectl"), "--kubeconfig", kc, "apply", "--server-side", "--field-manager=stratus-test", "-f", "-")
+	t.Cleanup(func() { deleteDocs(t, env, kc, selectDocs(rendered, "ClusterRole", "ClusterRoleBinding")) })
+}
+
 // deleteDocs deletes the objects of manifests, ignoring those already gone; for
 // cleanups of cluster-scoped objects.
 func deleteDocs(t *testing.T, env *testenv.Env, kubeconfig string, manifests []byte) {
@@ -188,11 +199,7 @@ func TestChartRBACIsExactlyEnough(t *testing.T) {
 	admin := env.Clientset(t)
 	ctx := context.Background()
 
-	rendered := helmTemplate(t, env, ns, "cloudProvider=fake")
-	rbac := selectDocs(rendered, "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
-	kc := managertest.WriteKubeconfig(t, env.Config)
-	run(t, rbac, tool(t, env, "kubectl"), "--kubeconfig", kc, "apply", "--server-side", "--field-manager=stratus-test", "-f", "-")
-	t.Cleanup(func() { deleteDocs(t, env, kc, selectDocs(rendered, "ClusterRole", "ClusterRoleBinding")) })
+	applyChartRBAC(t, env, ns, "cloudProvider=fake")
 
 	sa := env.ServiceAccountConfig(t, ns, "stratus")
 	asSA, err := kubernetes.NewForConfig(sa)

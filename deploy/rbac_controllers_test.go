@@ -34,11 +34,7 @@ func TestChartRBACRunsEveryController(t *testing.T) {
 	admin := env.Clientset(t)
 	ctx := context.Background()
 
-	rendered := helmTemplate(t, env, ns, "cloudProvider=minicloud")
-	rbac := selectDocs(rendered, "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding")
-	kc := managertest.WriteKubeconfig(t, env.Config)
-	run(t, rbac, tool(t, env, "kubectl"), "--kubeconfig", kc, "apply", "--server-side", "--field-manager=stratus-test", "-f", "-")
-	t.Cleanup(func() { deleteDocs(t, env, kc, selectDocs(rendered, "ClusterRole", "ClusterRoleBinding")) })
+	applyChartRBAC(t, env, ns, "cloudProvider=minicloud")
 	sa := env.ServiceAccountConfig(t, ns, "stratus")
 
 	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 100 * time.Millisecond})
