@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
@@ -457,7 +458,7 @@ func TestPagingAndFilters(t *testing.T) {
 }
 
 func TestRateLimit(t *testing.T) {
-	mc := minicloudtest.Start(t, minicloudtest.Options{RateLimit: 0.2, Burst: 3, ExtraTokens: []string{"second-token"}})
+	mc := minicloudtest.Start(t, minicloudtest.Options{RateLimit: 0.2, Burst: 3, ExtraTokens: []string{"second-token", "admin-token"}, UnlimitedTokens: []string{"admin-token"}})
 	ctx := context.Background()
 	for i := range 3 {
 		if _, err := mc.Client.ListInstances(ctx, client.ListOptions{}); err != nil {
@@ -491,6 +492,26 @@ func TestRateLimit(t *testing.T) {
 	}
 	if _, err := other.ListInstances(ctx, client.ListOptions{}); err != nil {
 		t.Fatalf("another token is throttled too: %v", err)
+	}
+	// An unlimited token is never throttled.
+	admin, err := client.New(mc.URL, "admin-token")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 10 {
+		if _, err := admin.ListInstances(ctx, client.ListOptions{}); err != nil {
+			t.Fatalf("unlimited token, request %d: %v", i, err)
+		}
+	}
+}
+
+func TestUnlimitedTokenMustBeAToken(t *testing.T) {
+	cfg := minicloud.DefaultConfig()
+	cfg.StateDir = t.TempDir()
+	cfg.Tokens = []string{"a"}
+	cfg.UnlimitedTokens = []string{"b"}
+	if _, err := minicloud.NewServer(cfg); err == nil || !strings.Contains(err.Error(), "unlimited token") {
+		t.Fatalf("NewServer with an unknown unlimited token: %v, want an error naming it", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package minicloud
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -31,6 +32,10 @@ type Config struct {
 	// the bucket size (0 = max(1, RateLimit)).
 	RateLimit float64
 	Burst     int
+	// UnlimitedTokens are tokens (also listed in Tokens) the rate limit
+	// does not apply to: an operator's or a test harness's tooling that must
+	// not spend the budget of the token a manager under test uses.
+	UnlimitedTokens []string
 	// LBProvisionDelay is how long a new load balancer stays
 	// "provisioning" before it becomes "active" and carries traffic.
 	LBProvisionDelay time.Duration
@@ -71,6 +76,11 @@ func (c *Config) validate() error {
 		}
 		if p.Addr().BitLen()-p.Bits() < 2 {
 			return fmt.Errorf("minicloud config: %s %s is too small", name, p)
+		}
+	}
+	for _, t := range c.UnlimitedTokens {
+		if !slices.Contains(c.Tokens, t) {
+			return fmt.Errorf("minicloud config: an unlimited token is not one of the tokens")
 		}
 	}
 	if c.RateLimit < 0 || c.Burst < 0 {

@@ -22,6 +22,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -347,7 +348,7 @@ func newStats() *api.Stats {
 }
 
 func (s *Server) limiter(token string) *rate.Limiter {
-	if s.cfg.RateLimit <= 0 {
+	if s.cfg.RateLimit <= 0 || slices.Contains(s.cfg.UnlimitedTokens, token) {
 		return nil
 	}
 	s.limMu.Lock()

@@ -41,6 +41,8 @@ type Options struct {
 	// ExtraTokens are further accepted tokens, e.g. one per client whose
 	// rate limit and stats should be separate.
 	ExtraTokens []string
+	// UnlimitedTokens (from ExtraTokens) are not rate limited.
+	UnlimitedTokens []string
 	// RateLimit and Burst are per-token limits (0 = unlimited).
 	RateLimit float64
 	Burst     int
@@ -81,6 +83,7 @@ func Start(t testing.TB, o Options) *Cloud {
 	}
 	cfg.Tokens = append(cfg.Tokens, o.ExtraTokens...)
 	cfg.RateLimit, cfg.Burst = o.RateLimit, o.Burst
+	cfg.UnlimitedTokens = o.UnlimitedTokens
 	cfg.LBProvisionDelay = o.LBProvisionDelay
 	cfg.StateDir = o.StateDir
 	if cfg.StateDir == "" {
