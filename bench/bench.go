@@ -16,10 +16,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -63,6 +67,39 @@ var QuickSizes = Sizes{
 	MemoryNodes: 30, MemoryServices: 10,
 }
 
+// Set overrides one size, "name=value" with the name of its JSON field
+// (e.g. "lbBurstServices=100", "steadyWindow=5m").
+func (s *Sizes) Set(kv string) error {
+	name, value, ok := strings.Cut(kv, "=")
+	if !ok {
+		return fmt.Errorf("size %q: want name=value", kv)
+	}
+	if name == "steadyWindow" {
+		d, err := time.ParseDuration(value)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("size %s: %q is not a positive duration", name, value)
+		}
+		s.SteadyWindow = d
+		return nil
+	}
+	fields := map[string]*int{
+		"burstNodes": &s.BurstNodes, "steadyNodes": &s.SteadyNodes, "steadyServices": &s.SteadyServices,
+		"lbBurstNodes": &s.LBBurstNodes, "lbBurstServices": &s.LBBurstServices,
+		"churnServices": &s.ChurnServices, "churnNodes": &s.ChurnNodes,
+		"memoryNodes": &s.MemoryNodes, "memoryServices": &s.MemoryServices,
+	}
+	f, ok := fields[name]
+	if !ok {
+		return fmt.Errorf("size %q: unknown name (one of steadyWindow, %s)", name, strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
+	}
+	n, err := strconv.Atoi(value)
+	if err != nil || n < 0 {
+		return fmt.Errorf("size %s: %q is not a count", name, value)
+	}
+	*f = n
+	return nil
+}
+
 // Options configure Run.
 type Options struct {
 	// BinDir holds etcd, kube-apiserver and the upstream "ccm" (hack/kubebins).
@@ -75,6 +112,9 @@ type Options struct {
 	Sizes Sizes
 	// Scenarios selects scenarios by name (all when empty).
 	Scenarios []string
+	// Managers selects "upstream", "stratus" or both (when empty). Runs of
+	// one side are for investigating; the report then has no ratios.
+	Managers []string
 	// Cloud are the minicloud limits both managers face.
 	Cloud CloudLimits
 	// KubeAPIQPS and KubeAPIBurst are both managers' --kube-api-qps/burst.
@@ -164,6 +204,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	for _, sc := range selected(o.Scenarios) {
 		res := Result{Name: sc.name, Params: sc.params(o.Sizes)}
 		for _, m := range []manager{upstream, stratus} {
+			if len(o.Managers) > 0 && !slices.Contains(o.Managers, string(m)) {
+				continue
+			}
 			logger.Info("running", "scenario", sc.name, "manager", m)
 			met, err := runOne(ctx, o, sc, m)
 			if ctx.Err() != nil {
@@ -188,9 +231,18 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	return rep, nil
 }
 
+// checkPrefix starts the names of metrics that describe the run rather than
+// the manager (how many load balancers exist at the end, how many kubelet
+// reports the harness made): they are reported for both sides so a reader
+// can check the runs were alike, but have no ratio.
+const checkPrefix = "check: "
+
 func ratios(up, st Metrics) Metrics {
 	r := Metrics{}
 	for k, u := range up {
+		if strings.HasPrefix(k, checkPrefix) {
+			continue
+		}
 		if s, ok := st[k]; ok && s != 0 {
 			r[k] = math.Round(u/s*100) / 100
 		}

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"golang.org/x/sync/errgroup"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
@@ -31,6 +33,7 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
+	mcprovider "github.com/stratus-ccm/stratus/providers/minicloud"
 )
 
 // manager is one side of the comparison.
@@ -91,8 +94,8 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, er
 		return nil, err
 	}
 	defer stopCloud()
-	// The harness has its own token, so its calls neither count in the
-	// manager's stats nor spend the manager's rate limit.
+	// The harness has its own unlimited token, so its calls neither count in
+	// the manager's stats nor spend the manager's rate limit.
 	harness, err := client.New(cloudURL, token[1])
 	if err != nil {
 		return nil, err
@@ -103,7 +106,14 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, er
 		}
 	}
 	cloudConfig := filepath.Join(dir, "cloud.yaml")
-	if err := os.WriteFile(cloudConfig, fmt.Appendf(nil, "url: %s\ntoken: %s\n", cloudURL, token[0]), 0o600); err != nil {
+	// The provider keeps under the token's limit on its own (rateLimit), so
+	// neither manager spends requests on 429 answers; its burst is half the
+	// server's, which leaves room for requests that arrive bunched.
+	provider := fmt.Sprintf("url: %s\ntoken: %s\n", cloudURL, token[0])
+	if o.Cloud.RateLimit > 0 {
+		provider += fmt.Sprintf("rateLimit: %g\nburst: %d\n", o.Cloud.RateLimit, max(1, o.Cloud.Burst/2))
+	}
+	if err := os.WriteFile(cloudConfig, []byte(provider), 0o600); err != nil {
 		return nil, err
 	}
 	mgrCloud, err := client.New(cloudURL, token[0])
@@ -171,6 +181,9 @@ func startCloud(ctx context.Context, dir string, l CloudLimits) (string, [2]stri
 	tokens := [2]string{randomToken(), randomToken()}
 	cfg.Tokens = tokens[:]
 	cfg.RateLimit, cfg.Burst = l.RateLimit, l.Burst
+	// The harness's own calls (creating thousands of instances, reading
+	// load balancers while waiting) neither count nor are limited.
+	cfg.UnlimitedTokens = []string{tokens[1]}
 	cfg.LBProvisionDelay = l.LBProvisionDelay
 	cfg.Logger = logr.Discard()
 	srv, err := minicloud.NewServer(cfg)
@@ -202,39 +215,102 @@ func (e *env) createNodes(ctx context.Context, names []string) error {
 	return e.registerNodes(ctx, names)
 }
 
-// createInstances creates a minicloud instance per name, 16 at a time. The
-// harness's token has the same rate limit as the manager's, so throttled
-// calls are retried after the cloud's Retry-After.
+// createInstances creates a minicloud instance per name, 16 at a time, with
+// the harness's unlimited token.
 func (e *env) createInstances(ctx context.Context, names []string) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
-	for _, name := range names {
+	for i, name := range names {
 		g.Go(func() error {
-			for {
-				inst, err := e.cloud.CreateInstance(ctx, api.InstanceCreate{Name: name, Type: "mc.small", Zone: minicloud.Zones[len(name)%len(minicloud.Zones)]})
-				if client.IsThrottled(err) {
-					after, ok := client.RetryAfter(err)
-					if !ok {
-						after = time.Second
-					}
-					select {
-					case <-time.After(after):
-						continue
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-				}
-				if err != nil {
-					return fmt.Errorf("create instance %s: %w", name, err)
-				}
-				e.mu.Lock()
-				e.instances[name] = inst
-				e.mu.Unlock()
-				return nil
+			inst, err := e.cloud.CreateInstance(ctx, api.InstanceCreate{Name: name, Type: "mc.small", Zone: minicloud.Zones[i%len(minicloud.Zones)]})
+			if err != nil {
+				return fmt.Errorf("create instance %s: %w", name, err)
 			}
+			e.mu.Lock()
+			e.instances[name] = inst
+			e.mu.Unlock()
+			return nil
 		})
 	}
 	return g.Wait()
+}
+
+// createInitializedNodes creates an instance and a Node per name, the Node
+// already initialized as a cloud node controller leaves it (provider ID,
+// instance-type and topology labels, addresses, no uninitialized taint): a
+// cluster whose manager starts, or restarts, on nodes that joined long ago.
+func (e *env) createInitializedNodes(ctx context.Context, names []string) error {
+	if err := e.createInstances(ctx, names); err != nil {
+		return err
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(32)
+	for _, name := range names {
+		g.Go(func() error {
+			e.mu.Lock()
+			inst := e.instances[name]
+			e.mu.Unlock()
+			n := &corev1.Node{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+					corev1.LabelHostname:           name,
+					corev1.LabelInstanceTypeStable: inst.Type,
+					corev1.LabelTopologyZone:       inst.Zone,
+					corev1.LabelTopologyRegion:     inst.Region,
+				}},
+				Spec: corev1.NodeSpec{ProviderID: mcprovider.ProviderID(inst.ID)},
+			}
+			if _, err := e.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("create node %s: %w", name, err)
+			}
+			now := metav1.Now()
+			n.Status = corev1.NodeStatus{
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}},
+				Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: inst.PrivateIP}, {Type: corev1.NodeHostName, Address: name}},
+			}
+			if inst.PublicIP != "" {
+				n.Status.Addresses = slices.Insert(n.Status.Addresses, 1, corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: inst.PublicIP})
+			}
+			if _, err := e.kube.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+				return fmt.Errorf("node %s status: %w", name, err)
+			}
+			return nil
+		})
+	}
+	return g.Wait()
+}
+
+// heartbeat acts as the nodes' kubelets for d: each Node's status is
+// reported (its Ready condition's heartbeat time) once every period, as
+// kubelet does when nothing changes (--node-status-report-frequency, 5
+// minutes by default), the reports spread evenly over the period. It
+// returns how many reports it made.
+func (e *env) heartbeat(ctx context.Context, names []string, period, d time.Duration) (int, error) {
+	if len(names) == 0 {
+		return 0, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	tick := time.NewTicker(period / time.Duration(len(names)))
+	defer tick.Stop()
+	sent := 0
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return sent, nil
+		case <-tick.C:
+		}
+		name := names[i%len(names)]
+		now := time.Now().UTC().Format(time.RFC3339)
+		patch := fmt.Appendf(nil, `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","lastHeartbeatTime":%q}]}}`, now)
+		_, err := e.kube.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+		if err != nil {
+			if ctx.Err() != nil {
+				return sent, nil
+			}
+			return sent, fmt.Errorf("heartbeat of node %s: %w", name, err)
+		}
+		sent++
+	}
 }
 
 // registerNodes registers a Node per name (as kubelet with
@@ -334,6 +410,15 @@ func (e *env) waitIngress(ctx context.Context, want int) error {
 	})
 }
 
+// loadBalancerCount is how many load balancers the cloud has.
+func (e *env) loadBalancerCount(ctx context.Context) (int, error) {
+	lbs, err := e.cloud.ListLoadBalancers(ctx, client.ListOptions{PageSize: 1000})
+	if err != nil {
+		return 0, fmt.Errorf("list load balancers: %w", err)
+	}
+	return len(lbs), nil
+}
+
 // waitTargets waits until want load balancers have targets instances.
 func (e *env) waitTargets(ctx context.Context, want, targets int) error {
 	return e.until(ctx, fmt.Sprintf("%d load balancers with %d targets", want, targets), func(ctx context.Context) (bool, error) {
@@ -368,7 +453,8 @@ func hasTaint(n *corev1.Node, key string) bool {
 }
 
 // managerStats are the manager's minicloud calls since the last reset: total
-// and per operation.
+// and per operation; calls answered 429 are counted too, and also as
+// "throttled".
 func (e *env) managerStats(ctx context.Context) (int64, map[string]int64, error) {
 	st, err := e.mgrCloud.TokenStats(ctx)
 	if err != nil {
@@ -382,6 +468,9 @@ func (e *env) managerStats(ctx context.Context) (int64, map[string]int64, error)
 		}
 		ops[op] = n
 		total += n
+	}
+	if st.Throttled > 0 {
+		ops["throttled (429)"] = st.Throttled
 	}
 	return total, ops, nil
 }

@@ -36,6 +36,8 @@ func (r *Report) Markdown() string {
 				verdict = "**stratus behind**"
 			case okR && ratio == 1:
 				verdict = "equal"
+			case strings.HasPrefix(k, checkPrefix):
+				verdict = "run check, not compared"
 			case !okR && up == 0 && st == 0:
 				verdict = "both 0"
 			}

@@ -116,24 +116,25 @@ var scenarios = []scenario{
 		params: func(s Sizes) map[string]any {
 			return map[string]any{"nodes": s.SteadyNodes, "services": s.SteadyServices, "window": s.SteadyWindow.String()}
 		},
+		// A cluster that has run for a while: the Nodes are initialized.
 		setup: func(ctx context.Context, e *env, s Sizes) error {
-			return e.createNodes(ctx, nodeNames("steady", 0, s.SteadyNodes))
+			return e.createInitializedNodes(ctx, nodeNames("steady", 0, s.SteadyNodes))
 		},
 		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
 			if err := settleWithServices(ctx, e, s.SteadyNodes, "steady", s.SteadyServices); err != nil {
 				return nil, err
 			}
-			select {
-			case <-time.After(s.SteadyWindow): // the measurement window itself
-			case <-ctx.Done():
-				return nil, ctx.Err()
+			// The window itself, with the kubelets' status reports.
+			beats, err := e.heartbeat(ctx, nodeNames("steady", 0, s.SteadyNodes), min(heartbeatPeriod, s.SteadyWindow), s.SteadyWindow)
+			if err != nil {
+				return nil, err
 			}
 			total, ops, err := e.managerStats(ctx)
 			if err != nil {
 				return nil, err
 			}
 			perHour := 3600 / s.SteadyWindow.Seconds()
-			m := Metrics{"cloudCallsPerHour": float64(total) * perHour}
+			m := Metrics{"cloudCallsPerHour": float64(total) * perHour, checkPrefix + "node status reports by the harness": float64(beats)}
 			for op, n := range ops {
 				m["cloudCallsPerHour "+op] = float64(n) * perHour
 			}
@@ -160,6 +161,11 @@ var scenarios = []scenario{
 				return nil, err
 			}
 			m := Metrics{"secondsToAllIngress": time.Since(start).Seconds()}
+			lbs, err := e.loadBalancerCount(ctx)
+			if err != nil {
+				return nil, err
+			}
+			m[checkPrefix+"load balancers in the cloud at the end"] = float64(lbs)
 			return m, callMetrics(ctx, e, m)
 		},
 	},
@@ -206,7 +212,7 @@ var scenarios = []scenario{
 			return map[string]any{"nodes": s.MemoryNodes, "services": s.MemoryServices}
 		},
 		setup: func(ctx context.Context, e *env, s Sizes) error {
-			return e.createNodes(ctx, nodeNames("mem", 0, s.MemoryNodes))
+			return e.createInitializedNodes(ctx, nodeNames("mem", 0, s.MemoryNodes))
 		},
 		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
 			if err := settleWithServices(ctx, e, s.MemoryNodes, "mem", s.MemoryServices); err != nil {
@@ -220,6 +226,10 @@ var scenarios = []scenario{
 		},
 	},
 }
+
+// heartbeatPeriod is how often a kubelet reports an unchanged node status
+// (--node-status-report-frequency's default).
+const heartbeatPeriod = 5 * time.Minute
 
 // churnBase is how many nodes exist before node-churn's nodes join.
 const churnBase = 3

@@ -22,6 +22,7 @@ func newBenchCommand() *cobra.Command {
 		out, markdown, binDir string
 		chart                 string
 		stratusCCM            string
+		sizes                 []string
 		opts                  = bench.Options{Cloud: bench.DefaultCloud}
 	)
 	cmd := &cobra.Command{
@@ -38,6 +39,16 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 			opts.Sizes = bench.FullSizes
 			if quick {
 				opts.Sizes = bench.QuickSizes
+			}
+			for _, kv := range sizes {
+				if err := opts.Sizes.Set(kv); err != nil {
+					return fmt.Errorf("--size: %w", err)
+				}
+			}
+			for _, m := range opts.Managers {
+				if m != "upstream" && m != "stratus" {
+					return fmt.Errorf("--manager %q: want upstream or stratus", m)
+				}
 			}
 			opts.BinDir, opts.StratusCCM = binDir, stratusCCM
 			if opts.BinDir == "" || opts.StratusCCM == "" {
@@ -81,6 +92,9 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 	f := cmd.Flags()
 	f.BoolVar(&quick, "quick", false, "small sizes: all scenarios in a few minutes (a harness check, not a measurement)")
 	f.StringSliceVar(&opts.Scenarios, "scenario", nil, "run only these scenarios (default: all)")
+	f.StringArrayVar(&sizes, "size", nil, "override one scenario size, name=value (e.g. lbBurstServices=100, steadyWindow=5m); repeatable")
+	f.StringSliceVar(&opts.Managers, "manager", nil, "run only this side (upstream or stratus), to investigate; the report then has no ratios")
+	f.StringVar(&opts.WorkDir, "work-dir", "", "keep the control planes' files and each manager's log (<scenario>-<manager>.log) in this folder (default: a temporary folder, removed)")
 	f.StringVar(&out, "out", "bench/results/latest.json", "where to write the JSON results")
 	f.StringVar(&markdown, "markdown", "", "also write the results table (Markdown) to this file")
 	f.StringVar(&chart, "chart", "", "also draw the ratios as a PNG bar chart at this path")

@@ -22,6 +22,8 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/stratus-ccm/stratus/minicloud/api"
 )
 
@@ -31,6 +33,7 @@ type Client struct {
 	token     string
 	http      *http.Client
 	userAgent string
+	limiter   *rate.Limiter
 }
 
 // Option configures a Client.
@@ -42,6 +45,14 @@ func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.http = 
 
 // WithUserAgent sets the User-Agent header.
 func WithUserAgent(ua string) Option { return func(c *Client) { c.userAgent = ua } }
+
+// WithRateLimit makes the client send at most ratePerSecond requests per
+// second with bursts of burst (at least 1): a request waits for its turn, or
+// fails when its context ends first. Use it to stay under the server's
+// per-token limit instead of spending requests on 429 answers.
+func WithRateLimit(ratePerSecond float64, burst int) Option {
+	return func(c *Client) { c.limiter = rate.NewLimiter(rate.Limit(ratePerSecond), max(1, burst)) }
+}
 
 // New returns a client of the server at baseURL (e.g.
 // "http://127.0.0.1:8780") authenticating with token.
@@ -115,6 +126,11 @@ func (o ListOptions) query() url.Values {
 // do sends one request and decodes a JSON answer into out (when not nil).
 func (c *Client) do(ctx context.Context, method, path string, query url.Values, in, out any, opts ...CallOption) error {
 	op := method + " " + path
+	if c.limiter != nil {
+		if err := c.limiter.Wait(ctx); err != nil {
+			return fmt.Errorf("minicloud %s: waiting for the client-side rate limit: %w", op, err)
+		}
+	}
 	u := *c.base
 	u.Path += path
 	u.RawQuery = query.Encode()

@@ -3,6 +3,7 @@ package minicloud
 import (
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 
 	cloudprovider "k8s.io/cloud-provider"
@@ -59,9 +60,18 @@ func New(cfg *Config) (*Cloud, error) {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	// A manager's workers call concurrently; keep their connections.
 	tr.MaxIdleConnsPerHost = 64
-	c, err := client.New(cfg.URL, token,
+	opts := []client.Option{
 		client.WithHTTPClient(&http.Client{Timeout: timeout, Transport: tr}),
-		client.WithUserAgent("stratus-minicloud-provider"))
+		client.WithUserAgent("stratus-minicloud-provider"),
+	}
+	if cfg.RateLimit > 0 {
+		burst := cfg.Burst
+		if burst == 0 {
+			burst = max(1, int(math.Ceil(cfg.RateLimit)))
+		}
+		opts = append(opts, client.WithRateLimit(cfg.RateLimit, burst))
+	}
+	c, err := client.New(cfg.URL, token, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("minicloud config: %w", err)
 	}

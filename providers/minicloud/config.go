@@ -38,15 +38,24 @@ type Config struct {
 	// Timeout bounds each API request (key "timeout", a Go duration such as
 	// "10s"). Zero means DefaultTimeout.
 	Timeout time.Duration `json:"-"`
+	// RateLimit caps the requests per second the provider sends (key
+	// "rateLimit"; 0, the default, means no client-side limit). Set it to the
+	// token's limit on the server so that requests wait their turn instead of
+	// being answered 429 and retried. Burst (key "burst") is how many may go
+	// at once after a quiet period (default: max(1, rateLimit)).
+	RateLimit float64 `json:"-"`
+	Burst     int     `json:"-"`
 }
 
 // rawConfig is the file's shape: the timeout is read as text so that its
 // error can name the key.
 type rawConfig struct {
-	URL       string `json:"url"`
-	Token     string `json:"token"`
-	TokenFile string `json:"tokenFile"`
-	Timeout   string `json:"timeout"`
+	URL       string  `json:"url"`
+	Token     string  `json:"token"`
+	TokenFile string  `json:"tokenFile"`
+	Timeout   string  `json:"timeout"`
+	RateLimit float64 `json:"rateLimit"`
+	Burst     int     `json:"burst"`
 }
 
 // String describes the config without its token.
@@ -55,7 +64,7 @@ func (c Config) String() string {
 	if c.Token != "" {
 		tok = "<redacted>"
 	}
-	return fmt.Sprintf("minicloud config{url: %q, token: %s, tokenFile: %q, timeout: %s}", c.URL, tok, c.TokenFile, c.Timeout)
+	return fmt.Sprintf("minicloud config{url: %q, token: %s, tokenFile: %q, timeout: %s, rateLimit: %g, burst: %d}", c.URL, tok, c.TokenFile, c.Timeout, c.RateLimit, c.Burst)
 }
 
 // ErrNoConfig is returned when the provider gets no cloud config at all.
@@ -92,6 +101,16 @@ func ParseConfig(r io.Reader) (*Config, error) {
 		}
 		cfg.Timeout = d
 	}
+	if raw.RateLimit < 0 {
+		return nil, fmt.Errorf("minicloud config: rateLimit: must not be negative, got %g", raw.RateLimit)
+	}
+	if raw.Burst < 0 {
+		return nil, fmt.Errorf("minicloud config: burst: must not be negative, got %d", raw.Burst)
+	}
+	if raw.Burst > 0 && raw.RateLimit == 0 {
+		return nil, errors.New("minicloud config: burst: needs rateLimit")
+	}
+	cfg.RateLimit, cfg.Burst = raw.RateLimit, raw.Burst
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

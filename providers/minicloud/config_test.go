@@ -27,6 +27,11 @@ func TestParseConfig(t *testing.T) {
 		{"both tokens", "url: http://a\ntoken: x\ntokenFile: /f\n", Config{}, "token and tokenFile: set only one"},
 		{"bad timeout", "url: http://a\ntoken: x\ntimeout: soon\n", Config{}, `timeout: "soon" is not a duration`},
 		{"negative timeout", "url: http://a\ntoken: x\ntimeout: -1s\n", Config{}, "timeout: must be positive"},
+		{"rate limit", "url: http://a\ntoken: x\nrateLimit: 19.5\nburst: 20\n", Config{URL: "http://a", Token: "x", RateLimit: 19.5, Burst: 20}, ""},
+		{"negative rate limit", "url: http://a\ntoken: x\nrateLimit: -1\n", Config{}, "rateLimit: must not be negative"},
+		{"negative burst", "url: http://a\ntoken: x\nrateLimit: 1\nburst: -2\n", Config{}, "burst: must not be negative"},
+		{"burst without rate", "url: http://a\ntoken: x\nburst: 5\n", Config{}, "burst: needs rateLimit"},
+		{"rate limit not a number", "url: http://a\ntoken: x\nrateLimit: fast\n", Config{}, "minicloud config"},
 		{"not yaml", "url: [\n", Config{}, "minicloud config"},
 		{"empty", "  \n", Config{}, "a cloud config is required"},
 	} {
