@@ -210,6 +210,48 @@ func TestInstanceLifecycle(t *testing.T) {
 	}
 }
 
+func TestDualStackInstanceWithLabels(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	ctx := context.Background()
+	c := mc.Client
+	labels := map[string]string{"example.com/team": "a", "tier": "", "kubernetes.io/x": "y"}
+	inst, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "ds", Type: "mc.small", Zone: "mc-central-a", IPv6: true, Labels: labels})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ip := netip.MustParseAddr(inst.PrivateIPv6)
+	if !ip.Is6() || !netip.MustParsePrefix("fd00:10::/64").Contains(ip) {
+		t.Errorf("private IPv6 %s: want one of fd00:10::/64", ip)
+	}
+	if !netip.MustParseAddr(inst.PrivateIP).Is4() {
+		t.Errorf("private IP %s: want IPv4 besides the IPv6", inst.PrivateIP)
+	}
+	if !cmp.Equal(inst.Labels, labels) {
+		t.Errorf("labels %v, want %v", inst.Labels, labels)
+	}
+	second, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "ds2", Type: "mc.small", Zone: "mc-central-a", IPv6: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if second.PrivateIPv6 == "" || second.PrivateIPv6 == inst.PrivateIPv6 || second.Labels != nil {
+		t.Errorf("second instance %+v: want its own IPv6 and no labels", second)
+	}
+	if v4 := newInstance(t, c, "v4", nil); v4.PrivateIPv6 != "" {
+		t.Errorf("instance created without ipv6 has %q", v4.PrivateIPv6)
+	}
+	listed, err := c.ListInstances(ctx, client.ListOptions{Name: "ds"})
+	if err != nil || len(listed) != 1 {
+		t.Fatalf("list: %v, %v", listed, err)
+	}
+	if diff := cmp.Diff(inst, &listed[0]); diff != "" {
+		t.Errorf("listed instance differs from created (-create +list):\n%s", diff)
+	}
+	status, _, body := raw(t, mc, "POST", "/v1/instances", `{"name":"bad","type":"mc.small","zone":"mc-central-a","labels":{"example.com/team":"a/b"}}`, nil)
+	if status != 400 || !strings.Contains(string(body), `label \"example.com/team\": value \"a/b\"`) {
+		t.Errorf("bad label value: %d %s; want 400 naming the label and value", status, body)
+	}
+}
+
 func TestBadInput(t *testing.T) {
 	mc := minicloudtest.Start(t, minicloudtest.Options{})
 	c := mc.Client
@@ -236,6 +278,11 @@ func TestBadInput(t *testing.T) {
 		{"unknown type", "POST", "/v1/instances", `{"name":"a","type":"mc.huge","zone":"mc-central-a"}`, 400},
 		{"unknown zone", "POST", "/v1/instances", `{"name":"a","type":"mc.small","zone":"mars-1"}`, 400},
 		{"bad tag key", "POST", "/v1/instances", `{"name":"a","type":"mc.small","zone":"mc-central-a","tags":{"a=b":"c"}}`, 400},
+		{"bad label key", "POST", "/v1/instances", `{"name":"a","type":"mc.small","zone":"mc-central-a","labels":{"-team":"a"}}`, 400},
+		{"bad label prefix", "POST", "/v1/instances", `{"name":"a","type":"mc.small","zone":"mc-central-a","labels":{"Example_Com/team":"a"}}`, 400},
+		{"bad label value", "POST", "/v1/instances", `{"name":"a","type":"mc.small","zone":"mc-central-a","labels":{"team":"a b"}}`, 400},
+		{"label value too long", "POST", "/v1/instances", `{"name":"a","type":"mc.small","zone":"mc-central-a","labels":{"team":"` + strings.Repeat("a", 64) + `"}}`, 400},
+		{"ipv6 not a bool", "POST", "/v1/instances", `{"name":"a","type":"mc.small","zone":"mc-central-a","ipv6":"yes"}`, 400},
 		{"instance name in use", "POST", "/v1/instances", `{"name":"taken","type":"mc.small","zone":"mc-central-a"}`, 409},
 		{"no such instance", "GET", "/v1/instances/i-999999", "", 404},
 		{"malformed instance id", "GET", "/v1/instances/xyz", "", 404},

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/stratus-ccm/stratus/minicloud/api"
 )
 
@@ -93,6 +95,11 @@ func checkInvariants(t *testing.T, v any) {
 	case *api.InstanceCreate:
 		if in.Name == "" || !knownType(in.Type) || !knownZone(in.Zone) {
 			t.Fatalf("accepted instance %+v", in)
+		}
+		for k, v := range in.Labels {
+			if len(validation.IsQualifiedName(k)) > 0 || len(validation.IsValidLabelValue(v)) > 0 {
+				t.Fatalf("accepted label %q=%q", k, v)
+			}
 		}
 	case *api.LoadBalancerSpec:
 		if len(in.Listeners) == 0 {

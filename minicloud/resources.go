@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/validation"
+
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/store"
 )
@@ -26,10 +28,17 @@ const (
 
 // Address pools.
 const (
-	poolInstance = "instance"
-	poolPublic   = "public"
-	poolVIP      = "vip"
+	poolInstance     = "instance"
+	poolInstanceIPv6 = "instance-ipv6"
+	poolPublic       = "public"
+	poolVIP          = "vip"
 )
+
+// instanceIPv6CIDR is the pool of instance private IPv6 addresses: a
+// unique-local range, so that no dual-stack instance ever collides with a
+// real network. The data plane does not use them (load balancers forward to
+// the IPv4 address).
+var instanceIPv6CIDR = netip.MustParsePrefix("fd00:10::/64")
 
 // InstanceTypes are the machine sizes minicloud offers.
 var InstanceTypes = []api.InstanceType{
@@ -165,7 +174,24 @@ func validateInstanceCreate(in *api.InstanceCreate) error {
 	if !knownZone(in.Zone) {
 		return errInvalid("unknown zone %q (zones: %v)", in.Zone, Zones)
 	}
+	if err := validateLabels(in.Labels); err != nil {
+		return err
+	}
 	return validateTags(in.Tags)
+}
+
+// validateLabels accepts what the Kubernetes API accepts as a label: a
+// qualified-name key and a label value.
+func validateLabels(labels map[string]string) error {
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+			return errInvalid("label key %q: %s", k, strings.Join(errs, "; "))
+		}
+		if errs := validation.IsValidLabelValue(labels[k]); len(errs) > 0 {
+			return errInvalid("label %q: value %q: %s", k, labels[k], strings.Join(errs, "; "))
+		}
+	}
+	return nil
 }
 
 func knownType(t string) bool {
@@ -203,7 +229,7 @@ func (s *Server) createInstance(r *http.Request) (int, any, error) {
 		}
 		inst := api.Instance{
 			ID: id, Name: in.Name, Type: in.Type, Region: Region, Zone: in.Zone,
-			State: api.InstanceRunning, Tags: in.Tags, CreatedAt: time.Now().UTC(),
+			State: api.InstanceRunning, Tags: in.Tags, Labels: in.Labels, CreatedAt: time.Now().UTC(),
 		}
 		ip, err := tx.AllocateIP(poolInstance, s.cfg.InstanceCIDR, id)
 		if err != nil {
@@ -216,6 +242,13 @@ func (s *Server) createInstance(r *http.Request) (int, any, error) {
 				return "", nil, storeErr(err, "instance", id)
 			}
 			inst.PublicIP = ip.String()
+		}
+		if in.IPv6 {
+			ip, err := tx.AllocateIP(poolInstanceIPv6, instanceIPv6CIDR, id)
+			if err != nil {
+				return "", nil, storeErr(err, "instance", id)
+			}
+			inst.PrivateIPv6 = ip.String()
 		}
 		return id, inst, store.Put(tx, store.Instances, id, inst)
 	})
@@ -310,6 +343,9 @@ func (s *Server) deleteInstance(r *http.Request) (int, any, error) {
 			return err
 		}
 		if err := tx.ReleaseIP(poolInstance, inst.PrivateIP); err != nil {
+			return err
+		}
+		if err := tx.ReleaseIP(poolInstanceIPv6, inst.PrivateIPv6); err != nil {
 			return err
 		}
 		return tx.ReleaseIP(poolPublic, inst.PublicIP)

@@ -107,7 +107,7 @@ func TestStateSurvivesKill9(t *testing.T) {
 		"MC_INSTANCE_CIDR=" + insts, "MC_PUBLIC_CIDR=127.21.0.0/24", "MC_VIP_CIDR=" + vips}
 
 	c, proc := startProcess(t, env, token)
-	inst, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "n1", Type: "mc.large", Zone: "mc-central-a", PublicIP: true})
+	inst, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "n1", Type: "mc.large", Zone: "mc-central-a", PublicIP: true, IPv6: true, Labels: map[string]string{"example.com/team": "a"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,11 +161,11 @@ func TestStateSurvivesKill9(t *testing.T) {
 	if err != nil || again.ID != lb.ID {
 		t.Fatalf("idempotent retry after restart: %+v, %v; want %s", again, err, lb.ID)
 	}
-	second, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "n2", Type: "mc.small", Zone: "mc-central-a"})
+	second, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "n2", Type: "mc.small", Zone: "mc-central-a", IPv6: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if second.ID == inst.ID || second.PrivateIP == inst.PrivateIP {
+	if second.ID == inst.ID || second.PrivateIP == inst.PrivateIP || second.PrivateIPv6 == inst.PrivateIPv6 {
 		t.Fatalf("new instance %+v reuses the ID or IP of %+v", second, inst)
 	}
 }

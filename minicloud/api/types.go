@@ -26,25 +26,36 @@ const (
 
 // InstanceCreate is the body of POST /v1/instances.
 type InstanceCreate struct {
-	Name     string            `json:"name"`
-	Type     string            `json:"type"`
-	Zone     string            `json:"zone"`
-	PublicIP bool              `json:"public_ip,omitempty"`
-	Tags     map[string]string `json:"tags,omitempty"`
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	Zone     string `json:"zone"`
+	PublicIP bool   `json:"public_ip,omitempty"`
+	// IPv6 asks for a private IPv6 address besides the IPv4 one (a
+	// dual-stack instance).
+	IPv6 bool              `json:"ipv6,omitempty"`
+	Tags map[string]string `json:"tags,omitempty"`
+	// Labels are Kubernetes-style labels (qualified-name keys, label
+	// values) the instance carries; a cloud provider may report them as a
+	// Node's additional labels.
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Instance is a virtual machine.
 type Instance struct {
-	ID        string            `json:"id"`
-	Name      string            `json:"name"`
-	Type      string            `json:"type"`
-	Region    string            `json:"region"`
-	Zone      string            `json:"zone"`
-	State     string            `json:"state"`
-	PrivateIP string            `json:"private_ip"`
-	PublicIP  string            `json:"public_ip,omitempty"`
-	Tags      map[string]string `json:"tags,omitempty"`
-	CreatedAt time.Time         `json:"created_at"`
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Type      string `json:"type"`
+	Region    string `json:"region"`
+	Zone      string `json:"zone"`
+	State     string `json:"state"`
+	PrivateIP string `json:"private_ip"`
+	// PrivateIPv6 is the instance's private IPv6 address, when it was
+	// created with IPv6.
+	PrivateIPv6 string            `json:"private_ipv6,omitempty"`
+	PublicIP    string            `json:"public_ip,omitempty"`
+	Tags        map[string]string `json:"tags,omitempty"`
+	Labels      map[string]string `json:"labels,omitempty"`
+	CreatedAt   time.Time         `json:"created_at"`
 }
 
 // Protocols of listeners and health checks.

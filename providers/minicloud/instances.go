@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
@@ -124,19 +125,27 @@ func (in *instances) ListInstances(ctx context.Context) ([]pcp.Instance, error) 
 	return out, nil
 }
 
-// metadataOf is what InstanceMetadata reports for inst.
+// metadataOf is what InstanceMetadata reports for inst. Addresses are
+// IPv4-primary, as dual-stack providers report them: the IPv4 InternalIP,
+// the IPv6 InternalIP of a dual-stack instance, the ExternalIP, then the
+// Hostname. The instance's labels are the Node's additional labels (the
+// node controller drops those in Kubernetes namespaces).
 func metadataOf(inst *api.Instance) cloudprovider.InstanceMetadata {
 	addrs := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: inst.PrivateIP}}
+	if inst.PrivateIPv6 != "" {
+		addrs = append(addrs, v1.NodeAddress{Type: v1.NodeInternalIP, Address: inst.PrivateIPv6})
+	}
 	if inst.PublicIP != "" {
 		addrs = append(addrs, v1.NodeAddress{Type: v1.NodeExternalIP, Address: inst.PublicIP})
 	}
 	addrs = append(addrs, v1.NodeAddress{Type: v1.NodeHostName, Address: inst.Name})
 	return cloudprovider.InstanceMetadata{
-		ProviderID:    ProviderID(inst.ID),
-		InstanceType:  inst.Type,
-		NodeAddresses: addrs,
-		Zone:          inst.Zone,
-		Region:        inst.Region,
+		ProviderID:       ProviderID(inst.ID),
+		InstanceType:     inst.Type,
+		NodeAddresses:    addrs,
+		Zone:             inst.Zone,
+		Region:           inst.Region,
+		AdditionalLabels: maps.Clone(inst.Labels),
 	}
 }
 

@@ -62,7 +62,13 @@ func TestInstances(t *testing.T) {
 	ctx := context.Background()
 	mc, c := startCloud(t, minicloudtest.Options{})
 	inst, _ := c.InstancesV2()
-	running := createInstance(t, mc, "running", true)
+	// A dual-stack instance with labels: its metadata carries both
+	// InternalIPs (IPv4 first) and the labels as additional labels.
+	running, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: "running", Type: "mc.small", Zone: "mc-central-b", PublicIP: true, IPv6: true,
+		Labels: map[string]string{"example.com/team": "a", "kubernetes.io/x": "y"}})
+	if err != nil {
+		t.Fatal(err)
+	}
 	stopped := createInstance(t, mc, "stopped", false)
 	deleted := createInstance(t, mc, "deleted", false)
 	if _, err := mc.Client.StopInstance(ctx, stopped.ID); err != nil {
@@ -77,11 +83,18 @@ func TestInstances(t *testing.T) {
 		InstanceType: "mc.small",
 		NodeAddresses: []v1.NodeAddress{
 			{Type: v1.NodeInternalIP, Address: running.PrivateIP},
+			{Type: v1.NodeInternalIP, Address: running.PrivateIPv6},
 			{Type: v1.NodeExternalIP, Address: running.PublicIP},
 			{Type: v1.NodeHostName, Address: "running"},
 		},
 		Zone:   "mc-central-b",
 		Region: "mc-central",
+		// The provider reports every label; the node controller filters
+		// those in Kubernetes namespaces.
+		AdditionalLabels: map[string]string{"example.com/team": "a", "kubernetes.io/x": "y"},
+	}
+	if running.PrivateIPv6 == "" {
+		t.Fatal("dual-stack instance without an IPv6 address")
 	}
 	for _, tc := range []struct {
 		name         string
@@ -124,6 +137,18 @@ func TestInstances(t *testing.T) {
 	}
 	if _, err := inst.InstanceMetadata(ctx, node("n", "aws:///i-1")); err == nil || !strings.Contains(err.Error(), `"aws:///i-1"`) {
 		t.Errorf("foreign provider ID: error = %v, want one naming it", err)
+	}
+	// The batched listing reports the same metadata.
+	listed, err := inst.(pcp.InstanceLister).ListInstances(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range listed {
+		if l.Name == "running" {
+			if diff := cmp.Diff(*wantRunning, l.Metadata); diff != "" {
+				t.Errorf("listed metadata (-want +got):\n%s", diff)
+			}
+		}
 	}
 }
 

@@ -91,7 +91,7 @@ func newInstancesCommand() *cobra.Command {
 	lf.add(list, true)
 
 	var in api.InstanceCreate
-	var tags []string
+	var tags, labels []string
 	var key string
 	create := &cobra.Command{Use: "create NAME", Short: "Create an instance", Args: cobra.ExactArgs(1),
 		RunE: action(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, args []string) error {
@@ -99,6 +99,9 @@ func newInstancesCommand() *cobra.Command {
 			var err error
 			if in.Tags, err = parseTags(tags, false); err != nil {
 				return err
+			}
+			if in.Labels, err = parseTags(labels, false); err != nil {
+				return fmt.Errorf("--label: %w", err)
 			}
 			var opts []client.CallOption
 			if key != "" {
@@ -113,7 +116,9 @@ func newInstancesCommand() *cobra.Command {
 	create.Flags().StringVar(&in.Type, "type", "mc.small", "instance type (mc.small, mc.medium, mc.large)")
 	create.Flags().StringVar(&in.Zone, "zone", "mc-central-a", "zone (mc-central-a, -b, -c)")
 	create.Flags().BoolVar(&in.PublicIP, "public-ip", false, "allocate a public IP")
+	create.Flags().BoolVar(&in.IPv6, "ipv6", false, "allocate a private IPv6 address too (dual-stack)")
 	create.Flags().StringSliceVar(&tags, "tag", nil, "tag KEY=VALUE (repeatable)")
+	create.Flags().StringSliceVar(&labels, "label", nil, "label KEY=VALUE, reported to Kubernetes as a node label (repeatable)")
 	create.Flags().StringVar(&key, "idempotency-key", "", "Idempotency-Key: a retry with the same key creates nothing new")
 
 	get := &cobra.Command{Use: "get ID", Short: "Show an instance", Args: cobra.ExactArgs(1),
