@@ -166,6 +166,11 @@ func (r *run) noLoadBalancers() {
 	r.waitCloud("no load balancers", func(lbs []api.LoadBalancer, _ []api.Route) bool { return len(lbs) == 0 })
 }
 
+// addressCount is a waitNode condition: initialized with n addresses.
+func addressCount(n int) func(*corev1.Node) bool {
+	return func(node *corev1.Node) bool { return initialized(node) && len(node.Status.Addresses) == n }
+}
+
 func hasTaint(key string) func(*corev1.Node) bool {
 	return func(n *corev1.Node) bool {
 		return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
@@ -184,7 +189,49 @@ var scenarios = []scenario{
 		name: "node-init-provided-ip",
 		run: func(r *run) {
 			inst := r.instance("node-a", true)
-			r.join(inst, nodeOptions{providedIP: "instance"})
+			r.join(inst, nodeOptions{providedIP: providedIPv4})
+			r.waitNode("node-a", "initialized", initialized)
+		},
+	},
+	{
+		name:        "node-init-dual-stack",
+		differences: []string{"node-addresses-first"},
+		run: func(r *run) {
+			r.join(r.createInstance(api.InstanceCreate{Name: "node-a", IPv6: true, PublicIP: true}), nodeOptions{})
+			r.waitNode("node-a", "initialized with both families", addressCount(4))
+		},
+	},
+	{
+		name: "node-init-dual-stack-provided-ips",
+		run: func(r *run) {
+			r.join(r.createInstance(api.InstanceCreate{Name: "node-a", IPv6: true, PublicIP: true}), nodeOptions{providedIP: providedDualStack})
+			// Provided IPs keep only themselves of their type: IPv4,
+			// IPv6, then the ExternalIP and the Hostname.
+			r.waitNode("node-a", "initialized with both provided IPs", addressCount(4))
+		},
+	},
+	{
+		name: "node-init-provided-ipv6",
+		run: func(r *run) {
+			r.join(r.createInstance(api.InstanceCreate{Name: "node-a", IPv6: true}), nodeOptions{providedIP: providedIPv6})
+			// A single-stack IPv6 node IP: the IPv4 InternalIP is dropped.
+			r.waitNode("node-a", "initialized with the IPv6 only", addressCount(2))
+		},
+	},
+	{
+		name: "node-init-additional-labels",
+		run: func(r *run) {
+			inst := r.createInstance(api.InstanceCreate{Name: "node-a", Labels: map[string]string{
+				"example.com/team":    "payments", // allowed
+				"notk8s.io/v":         "kept",     // not a Kubernetes namespace: no dot before k8s.io
+				"kubernetes.io/x":     "no",       // reserved namespaces, filtered
+				"foo.kubernetes.io/y": "no",
+				"k8s.io/z":            "no",
+				"sub.k8s.io/w":        "no",
+				"team":                "cloud", // the kubelet set it first: kept as the kubelet's
+				"tier":                "web",   // the kubelet set the same value
+			}})
+			r.join(inst, nodeOptions{labels: map[string]string{"team": "kubelet", "tier": "web"}})
 			r.waitNode("node-a", "initialized", initialized)
 		},
 	},

@@ -1,6 +1,7 @@
 package compat
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -174,8 +175,9 @@ func (s *syncBuffer) String() string {
 
 // nodeOptions say how a simulated kubelet registers its Node.
 type nodeOptions struct {
-	// providedIP is the alpha.kubernetes.io/provided-node-ip annotation
-	// ("instance" = the instance's private IP).
+	// providedIP is the alpha.kubernetes.io/provided-node-ip annotation:
+	// providedIPv4 (the instance's private IP), providedIPv6 (its private
+	// IPv6), providedDualStack (both, IPv4 first) or a literal value.
 	providedIP string
 	// labels are set by the kubelet at registration.
 	labels map[string]string
@@ -187,12 +189,28 @@ type nodeOptions struct {
 	initialized bool
 }
 
+// Symbolic values of nodeOptions.providedIP.
+const (
+	providedIPv4      = "instance"
+	providedIPv6      = "instance-ipv6"
+	providedDualStack = "instance-dual-stack"
+)
+
 // instance creates a minicloud instance.
 func (r *run) instance(name string, public bool) *api.Instance {
 	r.t.Helper()
-	inst, err := r.cloud.Client.CreateInstance(r.ctx, api.InstanceCreate{Name: name, Type: "mc.small", Zone: "mc-central-b", PublicIP: public})
+	return r.createInstance(api.InstanceCreate{Name: name, PublicIP: public})
+}
+
+// createInstance creates the minicloud instance in, of type mc.small in zone
+// mc-central-b unless in says otherwise.
+func (r *run) createInstance(in api.InstanceCreate) *api.Instance {
+	r.t.Helper()
+	in.Type = cmp.Or(in.Type, "mc.small")
+	in.Zone = cmp.Or(in.Zone, "mc-central-b")
+	inst, err := r.cloud.Client.CreateInstance(r.ctx, in)
 	if err != nil {
-		r.t.Fatalf("create instance %s: %v", name, err)
+		r.t.Fatalf("create instance %s: %v", in.Name, err)
 	}
 	return inst
 }
@@ -212,8 +230,12 @@ func (r *run) join(inst *api.Instance, o nodeOptions) {
 	}
 	switch o.providedIP {
 	case "":
-	case "instance":
+	case providedIPv4:
 		n.Annotations[cloudapi.AnnotationAlphaProvidedIPAddr] = inst.PrivateIP
+	case providedIPv6:
+		n.Annotations[cloudapi.AnnotationAlphaProvidedIPAddr] = inst.PrivateIPv6
+	case providedDualStack:
+		n.Annotations[cloudapi.AnnotationAlphaProvidedIPAddr] = inst.PrivateIP + "," + inst.PrivateIPv6
 	default:
 		n.Annotations[cloudapi.AnnotationAlphaProvidedIPAddr] = o.providedIP
 	}

@@ -168,6 +168,9 @@ func namesOf(instances []api.Instance, lbs []api.LoadBalancer, svcs []corev1.Ser
 	for _, in := range instances {
 		m[in.ID] = "<instance " + in.Name + ">"
 		m[in.PrivateIP] = "<ip " + in.Name + ">"
+		if in.PrivateIPv6 != "" {
+			m[in.PrivateIPv6] = "<ipv6 " + in.Name + ">"
+		}
 		if in.PublicIP != "" {
 			m[in.PublicIP] = "<public-ip " + in.Name + ">"
 		}
