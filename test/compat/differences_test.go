@@ -23,6 +23,16 @@ type tolerance struct {
 // tolerances are applied to both sides of every scenario. Each is as narrow
 // as the difference it names.
 var tolerances = []tolerance{
+	{ID: "node-events", apply: func(s *snapshot) {
+		for obj, evs := range s.Events {
+			s.Events[obj] = slices.DeleteFunc(evs, func(e string) bool {
+				return strings.Contains(e, " InitializationFailed (") || strings.Contains(e, " NodeDeletionBlocked (")
+			})
+			if len(s.Events[obj]) == 0 {
+				delete(s.Events, obj)
+			}
+		}
+	}},
 	{ID: "lb-ready-condition", apply: func(s *snapshot) {
 		for i := range s.Services {
 			s.Services[i].Conditions = slices.DeleteFunc(s.Services[i].Conditions, func(c string) bool {

@@ -1,6 +1,8 @@
 package compat
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -10,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
@@ -27,6 +30,11 @@ type snapshot struct {
 	Services      []serviceState `json:"services"`
 	LoadBalancers []lbState      `json:"loadBalancers"`
 	Routes        []routeState   `json:"routes"`
+	// Events are the Events the manager recorded, per involved object
+	// ("Node/node-a", "Service/web"): a sorted set of "type reason
+	// (source component)". Counts, times and messages are left out: they
+	// depend on timing and on error texts.
+	Events map[string][]string `json:"events,omitempty"`
 }
 
 type nodeState struct {
@@ -67,8 +75,71 @@ type routeState struct {
 	Tags   map[string]string `json:"tags,omitempty"`
 }
 
-// takeSnapshot reads the state a run left behind.
-func (r *run) takeSnapshot() (snapshot, map[string]string) {
+// takeSnapshot reads the state a run left behind. It first waits for the
+// events that state implies (and the scenario names): Events are written
+// asynchronously, after the change they report.
+func (r *run) takeSnapshot(wantEvents []string) (snapshot, map[string]string) {
+	r.t.Helper()
+	s, names := r.readState()
+	want := append(impliedEvents(s), wantEvents...)
+	r.waitFor(fmt.Sprintf("events %v", want), func(ctx context.Context) (bool, error) {
+		got, err := r.events(ctx)
+		if err != nil {
+			return false, nil
+		}
+		for _, w := range want {
+			obj, ev, _ := strings.Cut(w, ": ")
+			if !slices.ContainsFunc(got[obj], func(e string) bool { return strings.HasPrefix(e, ev+" (") }) {
+				return false, nil
+			}
+		}
+		s.Events = got
+		return true, nil
+	})
+	return s, names
+}
+
+// impliedEvents are the events the final state s proves a manager has
+// decided to record ("Node/node-a: Normal Synced"): every initialized Node
+// was synced, every Service with ingress had its load balancer ensured.
+func impliedEvents(s snapshot) []string {
+	var want []string
+	for _, n := range s.Nodes {
+		if n.ProviderID != "" && !slices.ContainsFunc(n.Taints, func(t string) bool { return strings.HasPrefix(t, cloudapi.TaintExternalCloudProvider+"=") }) {
+			want = append(want, "Node/"+n.Name+": Normal Synced")
+		}
+	}
+	for _, svc := range s.Services {
+		if len(svc.Ingress) > 0 {
+			want = append(want, "Service/"+svc.Name+": Normal EnsuredLoadBalancer")
+		}
+	}
+	return want
+}
+
+// events returns the Events recorded so far, as snapshot.Events.
+func (r *run) events(ctx context.Context) (map[string][]string, error) {
+	list, err := r.kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("list events: %w", err)
+	}
+	out := map[string][]string{}
+	for _, e := range list.Items {
+		obj := e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name
+		source := cmp.Or(e.Source.Component, e.ReportingController)
+		ev := fmt.Sprintf("%s %s (%s)", e.Type, e.Reason, source)
+		if !slices.Contains(out[obj], ev) {
+			out[obj] = append(out[obj], ev)
+		}
+	}
+	for _, evs := range out {
+		sort.Strings(evs)
+	}
+	return out, nil
+}
+
+// readState reads the Nodes, Services and cloud state a run left behind.
+func (r *run) readState() (snapshot, map[string]string) {
 	r.t.Helper()
 	var s snapshot
 	nodes, err := r.kube.CoreV1().Nodes().List(r.ctx, metav1.ListOptions{})

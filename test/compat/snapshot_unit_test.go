@@ -17,13 +17,17 @@ type world struct {
 	uid             types.UID
 }
 
-func (w world) snapshot(zone string, conditions ...string) (snapshot, map[string]string) {
+func (w world) snapshot(zone string, nodeEvents []string, conditions ...string) (snapshot, map[string]string) {
 	lbName := ("a" + strings.ReplaceAll(string(w.uid), "-", ""))[:32] // upstream's default name
 	s := snapshot{
 		Nodes: []nodeState{{Name: "node-a", Labels: map[string]string{corev1.LabelTopologyZone: zone}, ProviderID: "minicloud://" + w.instID, Addresses: []string{"InternalIP=" + w.ip, "Hostname=node-a"}}},
 		Services: []serviceState{{Name: "web", UID: string(w.uid), Finalizers: []string{"service.kubernetes.io/load-balancer-cleanup"},
 			Ingress: []string{"ip=" + w.vip + " hostname= mode=VIP ports=80/TCP"}, Conditions: conditions}},
 		LoadBalancers: []lbState{{Name: lbName, VIP: w.vip, Tags: map[string]string{"stratus/service-uid": string(w.uid)}, Targets: []string{w.instID}}},
+		Events: map[string][]string{
+			"Node/node-a": append([]string{"Normal Synced (cloud-node-controller)"}, nodeEvents...),
+			"Service/web": {"Normal EnsuredLoadBalancer (service-controller)"},
+		},
 	}
 	names := namesOf(
 		[]api.Instance{{ID: w.instID, Name: "node-a", PrivateIP: w.ip}},
@@ -50,16 +54,19 @@ func TestComparisonHidesOnlyRandomValuesAndListedDifferences(t *testing.T) {
 		upZone    string
 		stZone    string
 		stConds   []string
+		stEvents  []string
 		wantEqual bool
 	}{
 		{name: "same meaning, different random values", upZone: "z1", stZone: "z1", wantEqual: true},
 		{name: "listed difference lb-ready-condition", upZone: "z1", stZone: "z1", stConds: []string{"LoadBalancerReady=True/Ready"}, wantEqual: true},
 		{name: "unlisted difference: a label", upZone: "z1", stZone: "z2", wantEqual: false},
 		{name: "unlisted difference: another condition", upZone: "z1", stZone: "z1", stConds: []string{"Other=True/X"}, wantEqual: false},
+		{name: "listed difference node-events", upZone: "z1", stZone: "z1", stEvents: []string{"Warning NodeDeletionBlocked (cloud-node-lifecycle-controller)"}, wantEqual: true},
+		{name: "unlisted difference: another event", upZone: "z1", stZone: "z1", stEvents: []string{"Warning DeletingNodeFailed (cloud-node-lifecycle-controller)"}, wantEqual: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			a, an := up.snapshot(tc.upZone)
-			b, bn := st.snapshot(tc.stZone, tc.stConds...)
+			a, an := up.snapshot(tc.upZone, nil)
+			b, bn := st.snapshot(tc.stZone, tc.stEvents, tc.stConds...)
 			for _, tol := range tolerances {
 				tol.apply(&a)
 				tol.apply(&b)
