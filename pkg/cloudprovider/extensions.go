@@ -43,7 +43,18 @@ type LoadBalancerRef struct {
 	// Status is the load balancer's status as GetLoadBalancer would report it, or
 	// nil when the listing does not carry it. With it, stratus's periodic drift
 	// check needs no GetLoadBalancer call per load balancer.
+	//
+	// When EnsureLoadBalancer returned a RetryError (still provisioning),
+	// stratus watches shared listings instead of calling EnsureLoadBalancer
+	// again for every waiting Service: while the Service and its nodes are
+	// unchanged, a listed Status (with Provisioning false) is taken as that
+	// Ensure's result. A provider whose Ensure has work left once the load
+	// balancer is up must keep Provisioning true (or Status nil) until then.
 	Status *v1.LoadBalancerStatus
+	// Provisioning says the load balancer exists but is not ready yet (Status
+	// is nil): stratus then waits for a later listing rather than calling
+	// EnsureLoadBalancer again. Leave it false when the listing cannot tell.
+	Provisioning bool
 }
 
 // LoadBalancerLister lists the load balancers the provider created for a cluster

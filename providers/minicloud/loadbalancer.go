@@ -208,6 +208,7 @@ func (l *loadBalancers) ListLoadBalancers(ctx context.Context, clusterName strin
 			ServiceName:      lb.Tags[TagServiceName],
 			ServiceUID:       types.UID(lb.Tags[TagServiceUID]),
 			Status:           statusOf(lb),
+			Provisioning:     lb.State == api.LBProvisioning,
 		})
 	}
 	return refs, nil

@@ -471,7 +471,7 @@ func TestListLoadBalancers(t *testing.T) {
 		t.Fatalf("ListLoadBalancers = %+v, want only this cluster's one", refs)
 	}
 	r := refs[0]
-	if r.Name != LoadBalancerName(mine) || r.ServiceNamespace != "default" || r.ServiceName != "web" || r.ServiceUID != mine.UID || r.Status == nil || len(r.Status.Ingress) != 1 {
+	if r.Name != LoadBalancerName(mine) || r.ServiceNamespace != "default" || r.ServiceName != "web" || r.ServiceUID != mine.UID || r.Status == nil || len(r.Status.Ingress) != 1 || r.Provisioning {
 		t.Errorf("ref %+v", r)
 	}
 	// The other cluster's load balancer is not this cluster's to delete or report.

@@ -43,6 +43,12 @@ type cachedService struct {
 	// firstEnsure is when this incarnation was first ensured, for the
 	// provisioning-latency metric.
 	firstEnsure time.Time
+	// provisioning is the fingerprint of the configuration whose Ensure
+	// answered RetryError (still provisioning), "" otherwise; while it
+	// matches, shared listings tell when the load balancer is ready.
+	provisioning string
+	// provisioningRetry is that RetryError's delay.
+	provisioningRetry time.Duration
 }
 
 // serviceCache is the in-memory cache of synced Services, keyed by namespace/name.

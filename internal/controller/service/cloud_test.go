@@ -134,14 +134,22 @@ func (c *testCloud) EnsureLoadBalancer(_ context.Context, cluster string, svc *v
 	if now.Before(lb.readyAt) {
 		return nil, api.NewRetryError("load balancer is provisioning", c.retryAfter)
 	}
+	return c.ensuredStatus(lb), nil
+}
+
+// ensuredStatus is what Ensure answers for a ready load balancer; c.mu is held.
+func (c *testCloud) ensuredStatus(lb *testLB) *v1.LoadBalancerStatus {
 	st := lb.status()
-	for _, p := range svc.Spec.Ports {
+	if lb.lastSvc == nil { // seeded by a test, never ensured
+		return st
+	}
+	for _, p := range lb.lastSvc.Spec.Ports {
 		st.Ingress[0].Ports = append(st.Ingress[0].Ports, v1.PortStatus{Port: p.Port, Protocol: p.Protocol})
 	}
 	if c.extraIngress != "" {
 		st.Ingress = append(st.Ingress, v1.LoadBalancerIngress{IP: c.extraIngress, IPMode: c.ipMode})
 	}
-	return st, nil
+	return st
 }
 
 // UpdateLoadBalancer replaces the load balancer's hosts.
@@ -224,17 +232,25 @@ type listingCloud struct{ *testCloud }
 
 var _ pcp.LoadBalancerLister = listingCloud{}
 
-// ListLoadBalancers lists the load balancers tagged with cluster.
+// ListLoadBalancers lists the load balancers tagged with cluster: those still
+// provisioning as such, the others with the status Ensure would answer.
 func (c listingCloud) ListLoadBalancers(_ context.Context, cluster string) ([]pcp.LoadBalancerRef, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls["list"]++
+	now := time.Now()
 	var out []pcp.LoadBalancerRef
 	for name, lb := range c.lbs {
-		if lb.cluster == cluster {
-			out = append(out, pcp.LoadBalancerRef{Name: name, ServiceNamespace: lb.svc.Namespace, ServiceName: lb.svc.Name, ServiceUID: lb.uid,
-				Status: lb.status()})
+		if lb.cluster != cluster {
+			continue
 		}
+		ref := pcp.LoadBalancerRef{Name: name, ServiceNamespace: lb.svc.Namespace, ServiceName: lb.svc.Name, ServiceUID: lb.uid}
+		if now.Before(lb.readyAt) {
+			ref.Provisioning = true
+		} else {
+			ref.Status = c.ensuredStatus(lb)
+		}
+		out = append(out, ref)
 	}
 	return out, nil
 }

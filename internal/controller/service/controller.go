@@ -46,6 +46,9 @@ type Controller struct {
 	// retries carries Services back to the service workers (failed backend
 	// updates, drift).
 	retries chan event.GenericEvent
+	// provisioning shares load-balancer listings among Services whose load
+	// balancers are provisioning.
+	provisioning *provisioningListings
 }
 
 // Add registers the service controller with mgr: the service workers, the backend
@@ -78,6 +81,8 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 		recorder: rec,
 		cache:    newServiceCache(),
 		retries:  make(chan event.GenericEvent),
+
+		provisioning: newProvisioningListings(provisioningFreshness),
 	}
 
 	svcCtrl, err := controller.New(Name, mgr, controller.Options{

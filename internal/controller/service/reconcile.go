@@ -131,10 +131,24 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 		return reconcile.Result{}, err
 	}
 	set := newNodeSet(nodes)
-	if fp := fingerprint(p.Name(), svc, set); firstSight && adoptable(svc, fp) {
+	fp := fingerprint(p.Name(), svc, set)
+	if firstSight && adoptable(svc, fp) {
 		c.cache.update(key, func(e *cachedService) { e.nodes, e.ensured, e.ensuredSvc = set, true, svc.DeepCopy() })
 		logger.V(1).Info("load balancer already ensured from this configuration; adopted without a cloud call")
 		return reconcile.Result{}, nil
+	}
+
+	// An Ensure of this very configuration answered "provisioning": a shared
+	// listing tells whether it is done, without another Ensure per Service.
+	if entry, _ := c.cache.get(key); entry.provisioning != "" && entry.provisioning == fp {
+		switch state, status := c.provisioning.state(ctx, p, c.opts.ClusterName, svc.UID); state {
+		case lbProvisioning:
+			logger.V(1).Info("load balancer still provisioning (listing); checking again later", "after", entry.provisioningRetry)
+			return reconcile.Result{RequeueAfter: entry.provisioningRetry}, nil
+		case lbActive:
+			logger.V(1).Info("load balancer provisioned (listing)")
+			return c.ensured(ctx, svc, p, status, len(nodes), set)
+		}
 	}
 
 	c.recorder.Event(svc, v1.EventTypeNormal, "EnsuringLoadBalancer", "Ensuring load balancer")
@@ -165,6 +179,7 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 		c.cache.update(key, func(e *cachedService) { e.elsewhere = true })
 		return reconcile.Result{}, nil
 	case errors.As(err, &retryErr):
+		c.cache.update(key, func(e *cachedService) { e.provisioning, e.provisioningRetry = fp, retryErr.RetryAfter() })
 		c.recorder.Eventf(svc, v1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing load balancer: %v", err)
 		if err := c.setCondition(ctx, svc, notReady(ReasonProvisioning, err)); err != nil {
 			return reconcile.Result{}, err
@@ -175,6 +190,7 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 		err = errors.New("service status returned by EnsureLoadBalancer is nil")
 		fallthrough
 	case err != nil:
+		c.cache.update(key, func(e *cachedService) { e.provisioning = "" })
 		err = fmt.Errorf("ensure load balancer for service %s: %w", key, err)
 		c.recorder.Eventf(svc, v1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing load balancer: %v", err)
 		if cerr := c.setCondition(ctx, svc, notReady(ReasonCloudError, err)); cerr != nil {
@@ -182,14 +198,24 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 		}
 		return reconcile.Result{}, err
 	}
+	return c.ensured(ctx, svc, p, status, len(nodes), set)
+}
+
+// ensured records a successful Ensure of svc's load balancer (status is its
+// answer, or a listing's once provisioning finished): the event, the cache,
+// and the Service's status and Ready condition.
+func (c *Controller) ensured(ctx context.Context, svc *v1.Service, p *cloud.Provider, status *v1.LoadBalancerStatus, nodes int, set nodeSet) (reconcile.Result, error) {
+	key := client.ObjectKeyFromObject(svc)
 	c.recorder.Event(svc, v1.EventTypeNormal, "EnsuredLoadBalancer", "Ensured load balancer")
 
 	entry, _ := c.cache.get(key)
 	ensured := svc.DeepCopy()
-	c.cache.update(key, func(e *cachedService) { e.ensured, e.elsewhere, e.ensuredSvc = true, false, ensured })
+	c.cache.update(key, func(e *cachedService) {
+		e.ensured, e.elsewhere, e.ensuredSvc, e.provisioning = true, false, ensured, ""
+	})
 	hadIngress := len(svc.Status.LoadBalancer.Ingress) > 0
 	want := normalizeStatus(status)
-	cond := readyCondition(len(nodes), fingerprint(p.Name(), svc, set))
+	cond := readyCondition(nodes, fingerprint(p.Name(), svc, set))
 	cond.ObservedGeneration = svc.Generation
 	if _, err := c.patchService(ctx, svc, true, func(s *v1.Service) {
 		if !ingressEqual(&s.Status.LoadBalancer, want) {

@@ -1,0 +1,89 @@
+package service
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/stratus-ccm/stratus/internal/cloud"
+	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+)
+
+// provisioningFreshness is how long one load-balancer listing answers every
+// Service whose load balancer is provisioning: however many are waiting, a
+// provider is listed at most once per period for them.
+const provisioningFreshness = time.Second
+
+// lbState is what a shared listing says of one Service's load balancer.
+type lbState int
+
+const (
+	// lbUnknown: no listing (the provider cannot list, or the listing failed),
+	// or the load balancer is not in it: only EnsureLoadBalancer can tell.
+	lbUnknown lbState = iota
+	// lbProvisioning: listed, without a status yet.
+	lbProvisioning
+	// lbActive: listed with its status.
+	lbActive
+)
+
+// provisioningListings share a provider's ListLoadBalancers answer among the
+// Services waiting for their load balancers to finish provisioning, instead
+// of calling EnsureLoadBalancer again for each of them (which for a typical
+// provider is at least one lookup per Service per retry).
+type provisioningListings struct {
+	freshness time.Duration
+	mu        sync.Mutex
+	byProv    map[*cloud.Provider]*sharedListing
+}
+
+type sharedListing struct {
+	mu    sync.Mutex // held while listing: concurrent askers wait for the one call
+	at    time.Time
+	ok    bool
+	byUID map[types.UID]pcp.LoadBalancerRef
+}
+
+func newProvisioningListings(freshness time.Duration) *provisioningListings {
+	return &provisioningListings{freshness: freshness, byProv: map[*cloud.Provider]*sharedListing{}}
+}
+
+// state returns what a listing at most freshness old says of uid's load
+// balancer, listing p once when the last listing is older.
+func (l *provisioningListings) state(ctx context.Context, p *cloud.Provider, clusterName string, uid types.UID) (lbState, *v1.LoadBalancerStatus) {
+	l.mu.Lock()
+	sl := l.byProv[p]
+	if sl == nil {
+		sl = &sharedListing{}
+		l.byProv[p] = sl
+	}
+	l.mu.Unlock()
+
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.at.IsZero() || time.Since(sl.at) >= l.freshness {
+		refs, ok, err := p.ListLoadBalancers(cloud.WithPriority(ctx, cloud.PriorityLBWrite), clusterName)
+		sl.at, sl.ok = time.Now(), ok && err == nil
+		sl.byUID = make(map[types.UID]pcp.LoadBalancerRef, len(refs))
+		for _, r := range refs {
+			sl.byUID[r.ServiceUID] = r
+		}
+	}
+	if !sl.ok {
+		return lbUnknown, nil
+	}
+	ref, found := sl.byUID[uid]
+	switch {
+	case !found:
+		return lbUnknown, nil
+	case ref.Provisioning:
+		return lbProvisioning, nil
+	case ref.Status != nil:
+		return lbActive, ref.Status.DeepCopy()
+	default: // a listing without statuses
+		return lbUnknown, nil
+	}
+}
