@@ -283,6 +283,53 @@ var scenarios = []scenario{
 		},
 	},
 	{
+		name:        "node-init-cloud-errors",
+		differences: []string{"node-events"},
+		run: func(r *run) {
+			inst := r.instance("node-a", false)
+			base := r.failCloud("GET /v1/instances", "GET /v1/instances/{id}")
+			r.join(inst, nodeOptions{})
+			r.waitCloudErrors(base, 3)
+			if n := r.node("node-a"); !hasTaint(cloudapi.TaintExternalCloudProvider)(n) || n.Spec.ProviderID != "" {
+				r.t.Fatalf("%s: node initialized while the cloud fails: taints %v, provider ID %q", r.side, n.Spec.Taints, n.Spec.ProviderID)
+			}
+			r.clearFaults()
+			r.waitNode("node-a", "initialized after the cloud recovered", initialized)
+		},
+	},
+	{
+		name:        "node-notready-cloud-errors-kept",
+		differences: []string{"node-events"},
+		run: func(r *run) {
+			r.nodes("node-a", "node-b")
+			base := r.failCloud("GET /v1/instances", "GET /v1/instances/{id}")
+			if err := r.setReady("node-a", false); err != nil {
+				r.t.Fatal(err)
+			}
+			// The lifecycle controller checked the NotReady node and
+			// failed: an error is not "the instance is gone".
+			r.waitCloudErrors(base, 3)
+			r.node("node-a")
+			r.clearFaults()
+		},
+	},
+	{
+		name:        "lb-create-cloud-errors",
+		differences: []string{"lb-ready-condition"},
+		events:      []string{"Service/web: Warning SyncLoadBalancerFailed"},
+		run: func(r *run) {
+			r.nodes("node-a")
+			base := r.failCloud("POST /v1/load-balancers")
+			r.createService(lbService())
+			r.waitCloudErrors(base, 1)
+			if lbs, err := r.cloud.Client.ListLoadBalancers(r.ctx, listAll); err != nil || len(lbs) != 0 {
+				r.t.Fatalf("%s: load balancers while their creation fails: %v, %v", r.side, lbs, err)
+			}
+			r.clearFaults()
+			r.lbReady(svcName, 1, 80)
+		},
+	},
+	{
 		name:        "lb-create",
 		differences: []string{"lb-ready-condition"},
 		run: func(r *run) {

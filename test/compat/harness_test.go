@@ -332,3 +332,47 @@ func initialized(n *corev1.Node) bool {
 
 // hasIngress is a waitService condition: the load balancer is published.
 func hasIngress(s *corev1.Service) bool { return len(s.Status.LoadBalancer.Ingress) > 0 }
+
+// failCloud makes every call of the given minicloud operations ("GET
+// /v1/instances") fail with 500 until clearFaults. It returns the number of
+// injected errors so far, for waitCloudErrors.
+func (r *run) failCloud(ops ...string) int64 {
+	r.t.Helper()
+	st, err := r.cloud.Client.Stats(r.ctx)
+	if err != nil {
+		r.t.Fatalf("cloud stats: %v", err)
+	}
+	if _, err := r.cloud.Client.SetFaults(r.ctx, api.Faults{ErrorRate: 1, Operations: ops}); err != nil {
+		r.t.Fatalf("inject faults into %v: %v", ops, err)
+	}
+	return st.Errors
+}
+
+// clearFaults makes the cloud answer normally again.
+func (r *run) clearFaults() {
+	r.t.Helper()
+	if _, err := r.cloud.Client.SetFaults(r.ctx, api.Faults{}); err != nil {
+		r.t.Fatalf("clear faults: %v", err)
+	}
+}
+
+// waitCloudErrors waits until the manager has been answered n more injected
+// errors than base: the positive signal that it has tried, and failed, to do
+// what the faults block.
+func (r *run) waitCloudErrors(base, n int64) {
+	r.t.Helper()
+	r.waitFor(fmt.Sprintf("%d injected cloud errors", n), func(ctx context.Context) (bool, error) {
+		st, err := r.cloud.Client.Stats(ctx)
+		return err == nil && st.Errors-base >= n, nil
+	})
+}
+
+// node returns the Node name, failing the test when it does not exist.
+func (r *run) node(name string) *corev1.Node {
+	r.t.Helper()
+	n, err := r.kube.CoreV1().Nodes().Get(r.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		r.t.Fatalf("%s: get node %s: %v", r.side, name, err)
+	}
+	return n
+}
