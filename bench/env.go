@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -252,10 +253,13 @@ func (e *env) createInitializedNodes(ctx context.Context, names []string) error 
 			e.mu.Unlock()
 			n := &corev1.Node{
 				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
-					corev1.LabelHostname:           name,
-					corev1.LabelInstanceTypeStable: inst.Type,
-					corev1.LabelTopologyZone:       inst.Zone,
-					corev1.LabelTopologyRegion:     inst.Region,
+					corev1.LabelHostname:                name,
+					corev1.LabelInstanceTypeStable:      inst.Type,
+					corev1.LabelInstanceType:            inst.Type,
+					corev1.LabelTopologyZone:            inst.Zone,
+					corev1.LabelFailureDomainBetaZone:   inst.Zone,
+					corev1.LabelTopologyRegion:          inst.Region,
+					corev1.LabelFailureDomainBetaRegion: inst.Region,
 				}},
 				Spec: corev1.NodeSpec{ProviderID: mcprovider.ProviderID(inst.ID)},
 			}
@@ -292,25 +296,36 @@ func (e *env) heartbeat(ctx context.Context, names []string, period, d time.Dura
 	defer cancel()
 	tick := time.NewTicker(period / time.Duration(len(names)))
 	defer tick.Stop()
-	sent := 0
-	for i := 0; ; i++ {
+	// Reports go out on schedule even when the API server is slow: up to 16
+	// at once (a slow report must not hold back the others, as kubelets are
+	// independent).
+	var (
+		g    errgroup.Group
+		sent atomic.Int64
+	)
+	g.SetLimit(16)
+	for i := 0; ctx.Err() == nil; i++ {
 		select {
 		case <-ctx.Done():
-			return sent, nil
+			continue
 		case <-tick.C:
 		}
 		name := names[i%len(names)]
-		now := time.Now().UTC().Format(time.RFC3339)
-		patch := fmt.Appendf(nil, `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","lastHeartbeatTime":%q}]}}`, now)
-		_, err := e.kube.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-		if err != nil {
-			if ctx.Err() != nil {
-				return sent, nil
+		g.Go(func() error {
+			now := time.Now().UTC().Format(time.RFC3339)
+			patch := fmt.Appendf(nil, `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","lastHeartbeatTime":%q}]}}`, now)
+			_, err := e.kube.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+			switch {
+			case err == nil:
+				sent.Add(1)
+			case ctx.Err() == nil:
+				return fmt.Errorf("heartbeat of node %s: %w", name, err)
 			}
-			return sent, fmt.Errorf("heartbeat of node %s: %w", name, err)
-		}
-		sent++
+			return nil
+		})
 	}
+	err := g.Wait()
+	return int(sent.Load()), err
 }
 
 // registerNodes registers a Node per name (as kubelet with

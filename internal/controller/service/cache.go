@@ -47,8 +47,11 @@ type cachedService struct {
 	// answered RetryError (still provisioning), "" otherwise; while it
 	// matches, shared listings tell when the load balancer is ready.
 	provisioning string
-	// provisioningRetry is that RetryError's delay.
+	// provisioningRetry is that RetryError's delay; provisioningDue is when
+	// the Service is next due for a look (only a listing taken then or later
+	// answers it).
 	provisioningRetry time.Duration
+	provisioningDue   time.Time
 }
 
 // serviceCache is the in-memory cache of synced Services, keyed by namespace/name.

@@ -12,9 +12,9 @@ import (
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
 
-// provisioningFreshness is how long one load-balancer listing answers every
-// Service whose load balancer is provisioning: however many are waiting, a
-// provider is listed at most once per period for them.
+// provisioningFreshness is the shortest time between two listings of a
+// provider for the Services whose load balancers are provisioning: however
+// many are waiting, one listing answers all that were due when it was taken.
 const provisioningFreshness = time.Second
 
 // lbState is what a shared listing says of one Service's load balancer.
@@ -28,6 +28,9 @@ const (
 	lbProvisioning
 	// lbActive: listed with its status.
 	lbActive
+	// lbWait: the last listing is older than the caller's due time, and too
+	// young to list again: ask again after the returned delay.
+	lbWait
 )
 
 // provisioningListings share a provider's ListLoadBalancers answer among the
@@ -51,9 +54,11 @@ func newProvisioningListings(freshness time.Duration) *provisioningListings {
 	return &provisioningListings{freshness: freshness, byProv: map[*cloud.Provider]*sharedListing{}}
 }
 
-// state returns what a listing at most freshness old says of uid's load
-// balancer, listing p once when the last listing is older.
-func (l *provisioningListings) state(ctx context.Context, p *cloud.Provider, clusterName string, uid types.UID) (lbState, *v1.LoadBalancerStatus) {
+// state returns what a listing taken at or after due says of uid's load
+// balancer, listing p when the last listing is older than due; but p is
+// listed at most once per freshness: until then the answer is lbWait with the
+// delay after which a new listing is possible.
+func (l *provisioningListings) state(ctx context.Context, p *cloud.Provider, clusterName string, uid types.UID, due time.Time) (lbState, *v1.LoadBalancerStatus, time.Duration) {
 	l.mu.Lock()
 	sl := l.byProv[p]
 	if sl == nil {
@@ -64,7 +69,10 @@ func (l *provisioningListings) state(ctx context.Context, p *cloud.Provider, clu
 
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
-	if sl.at.IsZero() || time.Since(sl.at) >= l.freshness {
+	if sl.at.IsZero() || sl.at.Before(due) {
+		if wait := l.freshness - time.Since(sl.at); !sl.at.IsZero() && wait > 0 {
+			return lbWait, nil, wait
+		}
 		refs, ok, err := p.ListLoadBalancers(cloud.WithPriority(ctx, cloud.PriorityLBWrite), clusterName)
 		sl.at, sl.ok = time.Now(), ok && err == nil
 		sl.byUID = make(map[types.UID]pcp.LoadBalancerRef, len(refs))
@@ -73,17 +81,17 @@ func (l *provisioningListings) state(ctx context.Context, p *cloud.Provider, clu
 		}
 	}
 	if !sl.ok {
-		return lbUnknown, nil
+		return lbUnknown, nil, 0
 	}
 	ref, found := sl.byUID[uid]
 	switch {
 	case !found:
-		return lbUnknown, nil
+		return lbUnknown, nil, 0
 	case ref.Provisioning:
-		return lbProvisioning, nil
+		return lbProvisioning, nil, 0
 	case ref.Status != nil:
-		return lbActive, ref.Status.DeepCopy()
+		return lbActive, ref.Status.DeepCopy(), 0
 	default: // a listing without statuses
-		return lbUnknown, nil
+		return lbUnknown, nil, 0
 	}
 }

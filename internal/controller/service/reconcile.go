@@ -141,9 +141,13 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	// An Ensure of this very configuration answered "provisioning": a shared
 	// listing tells whether it is done, without another Ensure per Service.
 	if entry, _ := c.cache.get(key); entry.provisioning != "" && entry.provisioning == fp {
-		switch state, status := c.provisioning.state(ctx, p, c.opts.ClusterName, svc.UID); state {
+		switch state, status, wait := c.provisioning.state(ctx, p, c.opts.ClusterName, svc.UID, entry.provisioningDue); state {
+		case lbWait:
+			return reconcile.Result{RequeueAfter: wait}, nil
 		case lbProvisioning:
 			logger.V(1).Info("load balancer still provisioning (listing); checking again later", "after", entry.provisioningRetry)
+			due := time.Now().Add(entry.provisioningRetry)
+			c.cache.update(key, func(e *cachedService) { e.provisioningDue = due })
 			return reconcile.Result{RequeueAfter: entry.provisioningRetry}, nil
 		case lbActive:
 			logger.V(1).Info("load balancer provisioned (listing)")
@@ -179,7 +183,10 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 		c.cache.update(key, func(e *cachedService) { e.elsewhere = true })
 		return reconcile.Result{}, nil
 	case errors.As(err, &retryErr):
-		c.cache.update(key, func(e *cachedService) { e.provisioning, e.provisioningRetry = fp, retryErr.RetryAfter() })
+		due := time.Now().Add(retryErr.RetryAfter())
+		c.cache.update(key, func(e *cachedService) {
+			e.provisioning, e.provisioningRetry, e.provisioningDue = fp, retryErr.RetryAfter(), due
+		})
 		c.recorder.Eventf(svc, v1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing load balancer: %v", err)
 		if err := c.setCondition(ctx, svc, notReady(ReasonProvisioning, err)); err != nil {
 			return reconcile.Result{}, err
