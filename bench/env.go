@@ -292,7 +292,8 @@ func (e *env) heartbeat(ctx context.Context, names []string, period, d time.Dura
 	if len(names) == 0 {
 		return 0, nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, d)
+	// The window only stops new reports; those under way finish with ctx.
+	window, cancel := context.WithTimeout(ctx, d)
 	defer cancel()
 	tick := time.NewTicker(period / time.Duration(len(names)))
 	defer tick.Stop()
@@ -304,9 +305,9 @@ func (e *env) heartbeat(ctx context.Context, names []string, period, d time.Dura
 		sent atomic.Int64
 	)
 	g.SetLimit(16)
-	for i := 0; ctx.Err() == nil; i++ {
+	for i := 0; window.Err() == nil; i++ {
 		select {
-		case <-ctx.Done():
+		case <-window.Done():
 			continue
 		case <-tick.C:
 		}
@@ -315,12 +316,10 @@ func (e *env) heartbeat(ctx context.Context, names []string, period, d time.Dura
 			now := time.Now().UTC().Format(time.RFC3339)
 			patch := fmt.Appendf(nil, `{"status":{"conditions":[{"type":"Ready","status":"True","reason":"KubeletReady","lastHeartbeatTime":%q}]}}`, now)
 			_, err := e.kube.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
-			switch {
-			case err == nil:
-				sent.Add(1)
-			case ctx.Err() == nil:
+			if err != nil {
 				return fmt.Errorf("heartbeat of node %s: %w", name, err)
 			}
+			sent.Add(1)
 			return nil
 		})
 	}

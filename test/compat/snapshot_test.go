@@ -117,7 +117,18 @@ func impliedEvents(s snapshot) []string {
 	return want
 }
 
-// events returns the Events recorded so far, as snapshot.Events.
+// managerComponents are the event sources of a cloud controller manager's
+// controllers (upstream's names, which stratus keeps). Events of other
+// components (e.g. the API server's ipallocator-repair-controller about
+// Service/kubernetes) depend on timing, not on the manager.
+var managerComponents = map[string]bool{
+	"cloud-node-controller":           true,
+	"cloud-node-lifecycle-controller": true,
+	"service-controller":              true,
+	"route_controller":                true,
+}
+
+// events returns the Events the manager recorded so far, as snapshot.Events.
 func (r *run) events(ctx context.Context) (map[string][]string, error) {
 	list, err := r.kube.CoreV1().Events(metav1.NamespaceAll).List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -127,6 +138,9 @@ func (r *run) events(ctx context.Context) (map[string][]string, error) {
 	for _, e := range list.Items {
 		obj := e.InvolvedObject.Kind + "/" + e.InvolvedObject.Name
 		source := cmp.Or(e.Source.Component, e.ReportingController)
+		if !managerComponents[source] {
+			continue // the API server's own controllers, racing with the scenario
+		}
 		ev := fmt.Sprintf("%s %s (%s)", e.Type, e.Reason, source)
 		if !slices.Contains(out[obj], ev) {
 			out[obj] = append(out[obj], ev)
