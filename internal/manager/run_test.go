@@ -84,9 +84,9 @@ func TestServingHealthAndMetrics(t *testing.T) {
 		want  int
 	}{
 		{"anonymous", "", 401},
-		// controller-runtime's filter answers 500 to a token the API server rejects
-		// (upstream's apiserver: 401); either way, no metrics.
-		{"invalid token", "not-a-token", 500},
+		// As the API server (and upstream's secure serving): a token it
+		// rejects is 401.
+		{"invalid token", "not-a-token", 401},
 		{"authenticated but not authorized", stranger.BearerToken, 403},
 		{"authorized", reader.BearerToken, 200},
 	} {

@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
-	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 )
 
 // healthPaths are served without authentication or authorization, as upstream's
@@ -87,16 +86,13 @@ func newSecureServer(o *Options, mgr manager.Manager, authCfg *rest.Config, heal
 	if err != nil {
 		return nil, fmt.Errorf("delegated authentication client: %w", err)
 	}
-	filter, err := filters.WithAuthenticationAndAuthorization(authCfg, httpClient)
+	auth, err := newDelegatedAuth(authCfg, httpClient)
 	if err != nil {
-		return nil, fmt.Errorf("delegated authentication and authorization: %w", err)
+		return nil, err
 	}
 	protected := http.NewServeMux()
 	protected.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
-	guarded, err := filter(log.WithName("authn"), protected)
-	if err != nil {
-		return nil, fmt.Errorf("delegated authentication and authorization: %w", err)
-	}
+	guarded := auth.wrap(log.WithName("authn"), protected)
 
 	mux := http.NewServeMux()
 	for _, p := range healthPaths {
