@@ -84,3 +84,31 @@ func describeWrite(hasFinalizer, hasCondition bool) string {
 	}
 	return f + ", " + c
 }
+
+// A slow backend update and a Service change at the same time: the update
+// must not write its older view of the Service after the Ensure of the newer
+// one (a provider's update often rewrites the whole load balancer).
+func TestSlowBackendUpdateDoesNotOverwriteNewerEnsure(t *testing.T) {
+	c := newTestCloud()
+	h := start(t, c, nil, Options{})
+	h.createNodes(0, 1)
+	svc := h.createService(lbService("race"))
+	h.waitIngress("race", 30*time.Second)
+	c.set(func(c *testCloud) { c.updateDelay = 2 * time.Second })
+
+	h.createNodes(1, 2) // a backend update starts, and takes 2s
+	h.eventually(10*time.Second, "the backend update under way", func() (bool, error) {
+		return c.count("update-started") > 0, nil
+	})
+	h.updateService("race", func(s *v1.Service) { s.Spec.Ports[0].Port = 8080 })
+
+	h.eventually(30*time.Second, "the load balancer written from the changed Service, with both nodes", func() (bool, error) {
+		lb, ok := c.lb(svc)
+		return ok && lb.lastWrite != nil && lb.lastWrite.Spec.Ports[0].Port == 8080 && len(lb.hosts) == 2, nil
+	})
+	// Nothing older lands afterwards.
+	h.consistently(3*time.Second, "the last write stays the newest Service", func() bool {
+		lb, _ := c.lb(svc)
+		return lb.lastWrite.Spec.Ports[0].Port == 8080 && len(lb.hosts) == 2
+	})
+}

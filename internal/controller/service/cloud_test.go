@@ -27,6 +27,9 @@ type testLB struct {
 	readyAt time.Time // provisioning ends
 	// lastSvc is the Service object of the last Ensure.
 	lastSvc *v1.Service
+	// lastWrite is the Service object of the last Ensure or Update that
+	// wrote the load balancer (a provider's update may rewrite it whole).
+	lastWrite *v1.Service
 }
 
 // testCloud is a concurrency-safe load-balancer cloud for the tests. It embeds
@@ -47,6 +50,7 @@ type testCloud struct {
 	ensureErrs   []error       // returned (and consumed) by the next Ensure calls
 	updateErrs   []error       // returned (and consumed) by the next Update calls
 	elsewhere    bool          // Ensure and Update return ImplementedElsewhere
+	updateDelay  time.Duration // how long an Update takes (a slow cloud)
 	ipMode       *v1.LoadBalancerIPMode
 	extraIngress string // a second ingress IP (dual-stack providers)
 	// maxProvisioning is the most load balancers seen provisioning at once.
@@ -123,7 +127,7 @@ func (c *testCloud) EnsureLoadBalancer(_ context.Context, cluster string, svc *v
 		c.lbs[name] = lb
 	}
 	lb.svc, lb.uid, lb.cluster = types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, svc.UID, cluster
-	lb.ipMode, lb.hosts, lb.lastSvc = c.ipMode, hostNames(nodes), svc.DeepCopy()
+	lb.ipMode, lb.hosts, lb.lastSvc, lb.lastWrite = c.ipMode, hostNames(nodes), svc.DeepCopy(), svc.DeepCopy()
 	provisioning := 0
 	for _, l := range c.lbs {
 		if now.Before(l.readyAt) {
@@ -152,8 +156,20 @@ func (c *testCloud) ensuredStatus(lb *testLB) *v1.LoadBalancerStatus {
 	return st
 }
 
-// UpdateLoadBalancer replaces the load balancer's hosts.
-func (c *testCloud) UpdateLoadBalancer(_ context.Context, _ string, svc *v1.Service, nodes []*v1.Node) error {
+// UpdateLoadBalancer replaces the load balancer's hosts, taking updateDelay
+// (during which other calls proceed).
+func (c *testCloud) UpdateLoadBalancer(ctx context.Context, _ string, svc *v1.Service, nodes []*v1.Node) error {
+	c.mu.Lock()
+	c.calls["update-started"]++
+	delay := c.updateDelay
+	c.mu.Unlock()
+	if delay > 0 {
+		select { // the cloud's latency, not a synchronization
+		case <-time.After(delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls["update"]++
@@ -167,7 +183,7 @@ func (c *testCloud) UpdateLoadBalancer(_ context.Context, _ string, svc *v1.Serv
 	if !ok {
 		return fmt.Errorf("load balancer %s not found", cloudprovider.DefaultLoadBalancerName(svc))
 	}
-	lb.hosts = hostNames(nodes)
+	lb.hosts, lb.lastWrite = hostNames(nodes), svc.DeepCopy()
 	return nil
 }
 

@@ -49,6 +49,8 @@ type Controller struct {
 	// provisioning shares load-balancer listings among Services whose load
 	// balancers are provisioning.
 	provisioning *provisioningListings
+	// locks keeps a Service's sync and its backend updates apart.
+	locks keyLocks
 }
 
 // Add registers the service controller with mgr: the service workers, the backend

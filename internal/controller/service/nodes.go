@@ -140,9 +140,18 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	return reconcile.Result{}, nil
 }
 
-// updateBackends sends one load balancer its new backend set.
+// updateBackends sends one load balancer its new backend set. It holds the
+// Service's lock, and reads the Service again under it: a sync that ran
+// meanwhile may have changed the load balancer from a newer Service.
 func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry cachedService, nodes []*v1.Node) {
-	logger := log.FromContext(ctx).WithValues("service", client.ObjectKeyFromObject(svc), "provider", entry.provider.Name())
+	key := client.ObjectKeyFromObject(svc)
+	defer s.locks.lock(key)()
+	fresh := &v1.Service{}
+	if err := s.client.Get(ctx, key, fresh); err != nil || fresh.UID != svc.UID || !wantsLB(fresh) || needsCleanup(fresh) {
+		return // gone or changed kind: the service workers handle it
+	}
+	svc = fresh
+	logger := log.FromContext(ctx).WithValues("service", key, "provider", entry.provider.Name())
 	lb, _ := entry.provider.LoadBalancer()
 	ctx = cloud.WithPriority(ctx, cloud.PriorityLBUpdate)
 	lbSyncTotal.Inc()
@@ -174,7 +183,7 @@ func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry c
 		loggableNodeNames(nodes), len(nodes), err)
 	logger.Error(err, "update load balancer backends; retrying with a full ensure")
 	// Forget the recorded set so that the next pass retries too if the ensure fails.
-	s.cache.update(client.ObjectKeyFromObject(svc), func(e *cachedService) {
+	s.cache.update(key, func(e *cachedService) {
 		if e.svc != nil && e.svc.UID == svc.UID {
 			e.nodes = nil
 		}

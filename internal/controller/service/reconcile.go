@@ -23,6 +23,7 @@ import (
 // Reconcile syncs one Service's load balancer. It never waits for the cloud to
 // finish provisioning: a RetryError requeues the Service after exactly its delay.
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	defer c.locks.lock(req.NamespacedName)()
 	svc := &v1.Service{}
 	if err := c.client.Get(ctx, req.NamespacedName, svc); err != nil {
 		if !apierrors.IsNotFound(err) {
