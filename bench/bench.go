@@ -44,9 +44,12 @@ type Sizes struct {
 	// ChurnServices exist when ChurnNodes join in node-churn.
 	ChurnServices int `json:"churnServices"`
 	ChurnNodes    int `json:"churnNodes"`
-	// MemoryNodes and MemoryServices exist when memory reads peak RSS.
-	MemoryNodes    int `json:"memoryNodes"`
-	MemoryServices int `json:"memoryServices"`
+	// MemoryNodes and MemoryServices exist when memory reads peak RSS: once
+	// every Service has ingress, or MemoryWait after they were created,
+	// whichever comes first.
+	MemoryNodes    int           `json:"memoryNodes"`
+	MemoryServices int           `json:"memoryServices"`
+	MemoryWait     time.Duration `json:"memoryWait"`
 }
 
 // FullSizes are the sizes of the issue (make bench).
@@ -55,7 +58,7 @@ var FullSizes = Sizes{
 	SteadyNodes: 5000, SteadyServices: 200, SteadyWindow: 10 * time.Minute,
 	LBBurstNodes: 20, LBBurstServices: 500,
 	ChurnServices: 200, ChurnNodes: 50,
-	MemoryNodes: 5000, MemoryServices: 1000,
+	MemoryNodes: 5000, MemoryServices: 1000, MemoryWait: 10 * time.Minute,
 }
 
 // QuickSizes run all five scenarios in a few minutes (make bench-quick).
@@ -64,7 +67,7 @@ var QuickSizes = Sizes{
 	SteadyNodes: 30, SteadyServices: 5, SteadyWindow: 20 * time.Second,
 	LBBurstNodes: 3, LBBurstServices: 10,
 	ChurnServices: 5, ChurnNodes: 3,
-	MemoryNodes: 30, MemoryServices: 10,
+	MemoryNodes: 30, MemoryServices: 10, MemoryWait: time.Minute,
 }
 
 // Set overrides one size, "name=value" with the name of its JSON field
@@ -74,12 +77,12 @@ func (s *Sizes) Set(kv string) error {
 	if !ok {
 		return fmt.Errorf("size %q: want name=value", kv)
 	}
-	if name == "steadyWindow" {
-		d, err := time.ParseDuration(value)
-		if err != nil || d <= 0 {
+	if d, ok := map[string]*time.Duration{"steadyWindow": &s.SteadyWindow, "memoryWait": &s.MemoryWait}[name]; ok {
+		v, err := time.ParseDuration(value)
+		if err != nil || v <= 0 {
 			return fmt.Errorf("size %s: %q is not a positive duration", name, value)
 		}
-		s.SteadyWindow = d
+		*d = v
 		return nil
 	}
 	fields := map[string]*int{
@@ -90,7 +93,7 @@ func (s *Sizes) Set(kv string) error {
 	}
 	f, ok := fields[name]
 	if !ok {
-		return fmt.Errorf("size %q: unknown name (one of steadyWindow, %s)", name, strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
+		return fmt.Errorf("size %q: unknown name (one of steadyWindow, memoryWait, %s)", name, strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
 	}
 	n, err := strconv.Atoi(value)
 	if err != nil || n < 0 {
@@ -122,6 +125,9 @@ type Options struct {
 	KubeAPIBurst int
 	// Timeout bounds each scenario run (per manager).
 	Timeout time.Duration
+	// Progress, when set, gets the report so far after each scenario, so a
+	// long run that is stopped keeps what it measured.
+	Progress func(*Report)
 }
 
 // CloudLimits are minicloud's limits in a benchmark.
@@ -160,7 +166,9 @@ type Metrics map[string]float64
 
 // Result is one scenario for both managers.
 type Result struct {
-	Name     string         `json:"name"`
+	Name string `json:"name"`
+	// Date is when the scenario ran (a merged report holds several runs).
+	Date     time.Time      `json:"date,omitzero"`
 	Params   map[string]any `json:"params"`
 	Stratus  Metrics        `json:"stratus"`
 	Upstream Metrics        `json:"upstream"`
@@ -202,7 +210,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	logger := log.FromContext(ctx)
 	for _, sc := range selected(o.Scenarios) {
-		res := Result{Name: sc.name, Params: sc.params(o.Sizes)}
+		res := Result{Name: sc.name, Date: time.Now().UTC(), Params: sc.params(o.Sizes)}
 		for _, m := range []manager{upstream, stratus} {
 			if len(o.Managers) > 0 && !slices.Contains(o.Managers, string(m)) {
 				continue
@@ -227,6 +235,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 		res.Ratio = ratios(res.Upstream, res.Stratus)
 		rep.Scenarios = append(rep.Scenarios, res)
+		if o.Progress != nil {
+			o.Progress(rep)
+		}
 	}
 	return rep, nil
 }
@@ -248,6 +259,35 @@ func ratios(up, st Metrics) Metrics {
 		}
 	}
 	return r
+}
+
+// ReadReport reads a report WriteJSON wrote.
+func ReadReport(path string) (*Report, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var r Report
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &r, nil
+}
+
+// Merge replaces r's results of the scenarios newer has (by name) with
+// newer's, and appends the others: a re-run of some scenarios updates a
+// report of all. Each result keeps its own date; the report's date becomes
+// newer's.
+func (r *Report) Merge(newer *Report) {
+	for _, res := range newer.Scenarios {
+		i := slices.IndexFunc(r.Scenarios, func(o Result) bool { return o.Name == res.Name })
+		if i < 0 {
+			r.Scenarios = append(r.Scenarios, res)
+			continue
+		}
+		r.Scenarios[i] = res
+	}
+	r.Date = newer.Date
 }
 
 // WriteJSON writes the report to path, creating its folder.

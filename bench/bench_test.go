@@ -47,7 +47,7 @@ func TestQuickRunsEveryScenario(t *testing.T) {
 		SteadyNodes: 5, SteadyServices: 2, SteadyWindow: 3 * time.Second,
 		LBBurstNodes: 2, LBBurstServices: 3,
 		ChurnServices: 2, ChurnNodes: 2,
-		MemoryNodes: 5, MemoryServices: 2,
+		MemoryNodes: 5, MemoryServices: 2, MemoryWait: time.Minute,
 	}
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {

@@ -410,18 +410,24 @@ func (e *env) waitInitialized(ctx context.Context, want int) error {
 // waitIngress waits until want Services have ingress.
 func (e *env) waitIngress(ctx context.Context, want int) error {
 	return e.until(ctx, fmt.Sprintf("%d services with ingress", want), func(ctx context.Context) (bool, error) {
-		svcs, err := e.kube.CoreV1().Services(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
-		if err != nil {
-			return false, nil
-		}
-		n := 0
-		for _, s := range svcs.Items {
-			if len(s.Status.LoadBalancer.Ingress) > 0 {
-				n++
-			}
-		}
-		return n >= want, nil
+		n, err := e.servicesWithIngress(ctx)
+		return err == nil && n >= want, nil
 	})
+}
+
+// servicesWithIngress counts the Services that have ingress.
+func (e *env) servicesWithIngress(ctx context.Context) (int, error) {
+	svcs, err := e.kube.CoreV1().Services(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+	if err != nil {
+		return 0, fmt.Errorf("list services: %w", err)
+	}
+	n := 0
+	for _, s := range svcs.Items {
+		if len(s.Status.LoadBalancer.Ingress) > 0 {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // loadBalancerCount is how many load balancers the cloud has.

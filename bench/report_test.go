@@ -65,3 +65,35 @@ func TestWriteChartDrawsAPNG(t *testing.T) {
 		t.Error("a report without ratios drew a chart")
 	}
 }
+
+func TestMergeReplacesRerunScenariosAndKeepsOthers(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "all.json")
+	old := &Report{Scenarios: []Result{
+		{Name: "node-init-burst", Stratus: Metrics{"cloudCalls": 7}},
+		{Name: "memory", Stratus: Metrics{"peakRSSMiB": 1}},
+	}}
+	if err := old.WriteJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	all, err := ReadReport(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all.Merge(&Report{Scenarios: []Result{
+		{Name: "memory", Stratus: Metrics{"peakRSSMiB": 2}},
+		{Name: "lb-burst", Stratus: Metrics{"cloudCalls": 3}},
+	}})
+	var got []string
+	for _, r := range all.Scenarios {
+		got = append(got, r.Name)
+	}
+	if d := cmp.Diff([]string{"node-init-burst", "memory", "lb-burst"}, got); d != "" {
+		t.Errorf("scenarios (-want +got):\n%s", d)
+	}
+	if all.Scenarios[0].Stratus["cloudCalls"] != 7 || all.Scenarios[1].Stratus["peakRSSMiB"] != 2 {
+		t.Errorf("merged results: %+v", all.Scenarios)
+	}
+	if _, err := ReadReport(filepath.Join(t.TempDir(), "missing.json")); err == nil {
+		t.Error("ReadReport of a missing file succeeded")
+	}
+}

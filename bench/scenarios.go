@@ -209,20 +209,35 @@ var scenarios = []scenario{
 	{
 		name: "memory",
 		params: func(s Sizes) map[string]any {
-			return map[string]any{"nodes": s.MemoryNodes, "services": s.MemoryServices}
+			return map[string]any{"nodes": s.MemoryNodes, "services": s.MemoryServices, "waitAtMost": s.MemoryWait.String()}
 		},
 		setup: func(ctx context.Context, e *env, s Sizes) error {
 			return e.createInitializedNodes(ctx, nodeNames("mem", 0, s.MemoryNodes))
 		},
 		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
-			if err := settleWithServices(ctx, e, s.MemoryNodes, "mem", s.MemoryServices); err != nil {
+			if err := e.waitInitialized(ctx, s.MemoryNodes); err != nil {
+				return nil, err
+			}
+			if err := e.createServices(ctx, "mem", s.MemoryServices); err != nil {
+				return nil, err
+			}
+			// A manager that cannot provision them all in MemoryWait is
+			// measured then, with how far it got.
+			wctx, cancel := context.WithTimeout(ctx, s.MemoryWait)
+			err := e.waitIngress(wctx, s.MemoryServices)
+			cancel()
+			if err != nil && ctx.Err() != nil {
 				return nil, err
 			}
 			rss, err := e.peakRSS()
 			if err != nil {
 				return nil, err
 			}
-			return Metrics{"peakRSSMiB": rss}, nil
+			ready, err := e.servicesWithIngress(ctx)
+			if err != nil {
+				return nil, err
+			}
+			return Metrics{"peakRSSMiB": rss, checkPrefix + "services with ingress when measured": float64(ready)}, nil
 		},
 	},
 }

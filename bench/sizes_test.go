@@ -8,12 +8,12 @@ import (
 
 func TestSizesSet(t *testing.T) {
 	s := QuickSizes
-	for _, kv := range []string{"lbBurstServices=123", "steadyWindow=90s", "memoryNodes=0"} {
+	for _, kv := range []string{"lbBurstServices=123", "steadyWindow=90s", "memoryNodes=0", "memoryWait=2m"} {
 		if err := s.Set(kv); err != nil {
 			t.Fatalf("Set(%q): %v", kv, err)
 		}
 	}
-	if s.LBBurstServices != 123 || s.SteadyWindow != 90*time.Second || s.MemoryNodes != 0 {
+	if s.LBBurstServices != 123 || s.SteadyWindow != 90*time.Second || s.MemoryNodes != 0 || s.MemoryWait != 2*time.Minute {
 		t.Errorf("after Set: %+v", s)
 	}
 	if s.BurstNodes != QuickSizes.BurstNodes {
@@ -26,6 +26,7 @@ func TestSizesSet(t *testing.T) {
 		"burstNodes=many":  "not a count",
 		"steadyWindow=10":  "not a positive duration",
 		"steadyWindow=-1m": "not a positive duration",
+		"memoryWait=0s":    "not a positive duration",
 	} {
 		if err := s.Set(kv); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Set(%q) = %v, want an error containing %q", kv, err, want)

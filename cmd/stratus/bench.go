@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/go-logr/logr/funcr"
@@ -23,6 +24,7 @@ func newBenchCommand() *cobra.Command {
 		chart                 string
 		stratusCCM            string
 		sizes                 []string
+		mergeInto             string
 		opts                  = bench.Options{Cloud: bench.DefaultCloud}
 	)
 	cmd := &cobra.Command{
@@ -69,10 +71,37 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 			}
 			w := cmd.ErrOrStderr()
 			logger := funcr.New(func(prefix, args string) { fmt.Fprintln(w, "bench:", args) }, funcr.Options{})
+			var base *bench.Report
+			if mergeInto != "" {
+				r, err := bench.ReadReport(mergeInto)
+				if err != nil {
+					return fmt.Errorf("--merge-into: %w", err)
+				}
+				base = r
+			}
+			// merged is the report to write: the results so far, folded into
+			// --merge-into's when given.
+			merged := func(rep *bench.Report) *bench.Report {
+				if base == nil {
+					return rep
+				}
+				all := *base
+				all.Scenarios = slices.Clone(base.Scenarios)
+				all.Merge(rep)
+				return &all
+			}
+			// The JSON is written after every scenario, so an interrupted
+			// run keeps the scenarios it finished.
+			opts.Progress = func(rep *bench.Report) {
+				if err := merged(rep).WriteJSON(out); err != nil {
+					logger.Error(err, "writing the results so far")
+				}
+			}
 			rep, err := bench.Run(log.IntoContext(cmd.Context(), logger), opts)
 			if err != nil {
 				return err
 			}
+			rep = merged(rep)
 			if err := rep.WriteJSON(out); err != nil {
 				return err
 			}
@@ -95,6 +124,7 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 	f.StringArrayVar(&sizes, "size", nil, "override one scenario size, name=value (e.g. lbBurstServices=100, steadyWindow=5m); repeatable")
 	f.StringSliceVar(&opts.Managers, "manager", nil, "run only this side (upstream or stratus), to investigate; the report then has no ratios")
 	f.StringVar(&opts.WorkDir, "work-dir", "", "keep the control planes' files and each manager's log (<scenario>-<manager>.log) in this folder (default: a temporary folder, removed)")
+	f.StringVar(&mergeInto, "merge-into", "", "a report (JSON) whose results of the scenarios run now are replaced (others kept); the merged report is what --out, --markdown and --chart get")
 	f.StringVar(&out, "out", "bench/results/latest.json", "where to write the JSON results")
 	f.StringVar(&markdown, "markdown", "", "also write the results table (Markdown) to this file")
 	f.StringVar(&chart, "chart", "", "also draw the ratios as a PNG bar chart at this path")
