@@ -97,3 +97,14 @@ func TestMergeReplacesRerunScenariosAndKeepsOthers(t *testing.T) {
 		t.Error("ReadReport of a missing file succeeded")
 	}
 }
+
+func TestRatioTicksLabelRatios(t *testing.T) {
+	var got []string
+	for _, tk := range (ratioTicks{}).Ticks(-1, 1) {
+		got = append(got, tk.Label)
+	}
+	want := []string{"1/10", "1/5", "1/2", "1", "2", "5", "10"}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("tick labels (-want +got):\n%s", d)
+	}
+}
