@@ -112,9 +112,11 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 	case !sameSpec(lb, spec):
-		if lb, err = l.api.UpdateLoadBalancer(ctx, lb.ID, spec); err != nil {
+		updated, err := l.api.UpdateLoadBalancer(ctx, lb.ID, spec)
+		if err != nil {
 			return nil, classify(fmt.Sprintf("%s: update %s", what, lb.ID), err)
 		}
+		lb = updated
 	}
 	if st := statusOf(lb); st != nil {
 		return st, nil

@@ -369,6 +369,49 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	}
 }
 
+// TestLoadBalancerCloudErrors: a failing update or delete is a transient
+// error naming the load balancer, and changes nothing in the cloud.
+func TestLoadBalancerCloudErrors(t *testing.T) {
+	ctx := context.Background()
+	f := newLBFixture(t)
+	svc := f.service(8080)
+	f.ensure(t, cluster, svc, f.nodes)
+	before, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+	if err != nil || len(before) != 1 {
+		t.Fatalf("load balancers %+v, %v", before, err)
+	}
+	fail := func(op string) {
+		t.Helper()
+		if _, err := f.mc.Client.SetFaults(ctx, api.Faults{ErrorRate: 1, Operations: []string{op}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	fail("PUT /v1/load-balancers/{id}")
+	svc.Spec.Ports[0].Port = 9090
+	if _, err := f.lb.EnsureLoadBalancer(ctx, cluster, svc, f.nodes); !pcp.IsTransient(err) || !strings.Contains(err.Error(), before[0].ID) {
+		t.Errorf("EnsureLoadBalancer while updates fail: %v; want a transient error naming %s", err, before[0].ID)
+	}
+	if err := f.lb.UpdateLoadBalancer(ctx, cluster, svc, f.nodes[:1]); !pcp.IsTransient(err) {
+		t.Errorf("UpdateLoadBalancer while updates fail: %v; want a transient error", err)
+	}
+	fail("DELETE /v1/load-balancers/{id}")
+	if err := f.lb.EnsureLoadBalancerDeleted(ctx, cluster, svc); !pcp.IsTransient(err) {
+		t.Errorf("EnsureLoadBalancerDeleted while deletes fail: %v; want a transient error", err)
+	}
+	after, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+	if err != nil || len(after) != 1 || !after[0].UpdatedAt.Equal(before[0].UpdatedAt) {
+		t.Errorf("after failed calls the cloud has %+v, %v; want the load balancer unchanged", after, err)
+	}
+
+	if _, err := f.mc.Client.SetFaults(ctx, api.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	if st := f.ensure(t, cluster, svc, f.nodes); st.Ingress[0].Ports[0].Port != 9090 {
+		t.Errorf("after recovery: status %+v, want port 9090", st)
+	}
+}
+
 func TestLoadBalancerLocalTrafficAndSourceRanges(t *testing.T) {
 	ctx := context.Background()
 	f := newLBFixture(t)
