@@ -330,6 +330,84 @@ var scenarios = []scenario{
 		},
 	},
 	{
+		name:        "node-init-provided-ip-not-in-cloud",
+		differences: []string{"node-events"},
+		run: func(r *run) {
+			// node-b joins with node-a: once it is initialized the manager
+			// has had node-a in hand too.
+			bad, good := r.instance("node-a", false), r.instance("node-b", false)
+			r.join(bad, nodeOptions{providedIP: "10.255.255.254"})
+			r.join(good, nodeOptions{})
+			r.waitNode("node-b", "initialized", initialized)
+			time.Sleep(2 * time.Second)
+			// CONTRACT.md §5.9 node 8: a provided IP the cloud does not
+			// report is an error and the node stays uninitialized.
+			if n := r.node("node-a"); !hasTaint(cloudapi.TaintExternalCloudProvider)(n) || n.Spec.ProviderID != "" {
+				r.t.Fatalf("%s: node initialized with a provided IP the cloud does not have: taints %v, provider ID %q", r.side, n.Spec.Taints, n.Spec.ProviderID)
+			}
+			// The kubelet restarts with the right --node-ip.
+			if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				n := r.node("node-a")
+				n.Annotations[cloudapi.AnnotationAlphaProvidedIPAddr] = bad.PrivateIP
+				_, err := r.kube.CoreV1().Nodes().Update(r.ctx, n, metav1.UpdateOptions{})
+				return err
+			}); err != nil {
+				r.t.Fatalf("fix provided IP: %v", err)
+			}
+			r.waitNode("node-a", "initialized with the right provided IP", initialized)
+		},
+	},
+	{
+		name:        "lb-update-cloud-errors",
+		differences: []string{"lb-ready-condition"},
+		events:      []string{"Service/web: Warning SyncLoadBalancerFailed"},
+		run: func(r *run) {
+			r.nodes("node-a")
+			r.createService(lbService())
+			r.lbReady(svcName, 1, 80)
+			base := r.failCloud("PUT /v1/load-balancers/{id}")
+			r.updateService(svcName, func(s *corev1.Service) {
+				s.Spec.Ports = append(s.Spec.Ports, corev1.ServicePort{Name: "https", Protocol: corev1.ProtocolTCP, Port: 443, TargetPort: intstr.FromInt32(8443), NodePort: nodePort + 1})
+			})
+			r.waitCloudErrors(base, 1)
+			lbs, err := r.cloud.Client.ListLoadBalancers(r.ctx, listAll)
+			if err != nil || len(lbs) != 1 || len(lbs[0].Listeners) != 1 {
+				r.t.Fatalf("%s: load balancer changed or lost while its update fails: %v, %v", r.side, lbs, err)
+			}
+			r.clearFaults()
+			r.lbReady(svcName, 1, 80, 443)
+		},
+	},
+	{
+		name:   "lb-delete-cloud-errors",
+		events: []string{"Service/web: Warning SyncLoadBalancerFailed", "Service/web: Normal DeletedLoadBalancer"},
+		run: func(r *run) {
+			r.nodes("node-a")
+			r.createService(lbService())
+			r.lbReady(svcName, 1, 80)
+			base := r.failCloud("DELETE /v1/load-balancers/{id}")
+			if err := r.kube.CoreV1().Services(metav1.NamespaceDefault).Delete(r.ctx, svcName, metav1.DeleteOptions{}); err != nil {
+				r.t.Fatal(err)
+			}
+			r.waitCloudErrors(base, 1)
+			// The finalizer holds the Service until its load balancer is
+			// really gone: nothing leaks.
+			svc, err := r.kube.CoreV1().Services(metav1.NamespaceDefault).Get(r.ctx, svcName, metav1.GetOptions{})
+			if err != nil || svc.DeletionTimestamp == nil || !slices.Contains(svc.Finalizers, "service.kubernetes.io/load-balancer-cleanup") {
+				r.t.Fatalf("%s: service not held by its finalizer while its load balancer's deletion fails: %v, %v", r.side, svc, err)
+			}
+			if lbs, err := r.cloud.Client.ListLoadBalancers(r.ctx, listAll); err != nil || len(lbs) != 1 {
+				r.t.Fatalf("%s: load balancers while their deletion fails: %v, %v", r.side, lbs, err)
+			}
+			r.clearFaults()
+			r.noLoadBalancers()
+			r.waitFor("service gone", func(ctx context.Context) (bool, error) {
+				_, err := r.kube.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, svcName, metav1.GetOptions{})
+				return apierrors.IsNotFound(err), nil
+			})
+		},
+	},
+	{
 		name:        "lb-create",
 		differences: []string{"lb-ready-condition"},
 		run: func(r *run) {
@@ -498,6 +576,29 @@ var scenarios = []scenario{
 				})
 			}
 			r.waitCloud("two routes", func(_ []api.LoadBalancer, routes []api.Route) bool { return len(routes) == 2 })
+		},
+	},
+	{
+		name:        "routes-cloud-errors",
+		routes:      true,
+		differences: []string{"route-event-driven", "route-retry"},
+		events:      []string{"Node/node-a: Warning FailedToCreateRoute"},
+		run: func(r *run) {
+			base := r.failCloud("POST /v1/routes")
+			r.join(r.instance("node-a", false), nodeOptions{podCIDR: "10.244.0.0/24"})
+			r.waitCloudErrors(base, 1)
+			r.waitNode("node-a", "network unavailable: no route", func(n *corev1.Node) bool {
+				return slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+					return c.Type == corev1.NodeNetworkUnavailable && c.Status == corev1.ConditionTrue && c.Reason == "NoRouteCreated"
+				})
+			})
+			r.clearFaults()
+			r.waitNode("node-a", "route created", func(n *corev1.Node) bool {
+				return initialized(n) && slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+					return c.Type == corev1.NodeNetworkUnavailable && c.Status == corev1.ConditionFalse
+				})
+			})
+			r.waitCloud("one route", func(_ []api.LoadBalancer, routes []api.Route) bool { return len(routes) == 1 })
 		},
 	},
 }
