@@ -498,7 +498,7 @@ var scenarios = []scenario{
 	{
 		name:        "lb-node-joins",
 		events:      []string{"Service/web: Normal UpdatedLoadBalancer"},
-		differences: []string{"lb-ready-condition", "lb-backend-triggers"},
+		differences: []string{"lb-ready-condition", "lb-backend-triggers", "lb-backends-initialized"},
 		run: func(r *run) {
 			r.nodes("node-a")
 			r.createService(lbService())

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudapi "k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/fake"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -445,6 +446,46 @@ func TestBackendNodes(t *testing.T) {
 	h.createNodes(4, 5)
 	h.eventually(10*time.Second, "update attempted", func() (bool, error) { return c.count("update") > updates, nil })
 	h.consistently(2*time.Second, "no escalation for a missing load balancer", func() bool { return c.count("ensure") == ensures })
+}
+
+// A joining node (uninitialized taint, no provider ID yet) becomes a backend
+// when the node controller initializes it, in one update that names it by
+// provider ID; one that stays uninitialized is added after NodeInitWait; and
+// a Service whose only nodes are joining gets them at once.
+func TestJoiningNodesWaitForInitialization(t *testing.T) {
+	c := newTestCloud()
+	h := start(t, c, nil, Options{NodeUpdateWindow: 200 * time.Millisecond, NodeInitWait: 4 * time.Second})
+	joiningNode := func(n *v1.Node) {
+		n.Spec.ProviderID = ""
+		n.Spec.Taints = []v1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule}}
+	}
+	h.createNodes(0, 1, joiningNode)
+	svc := h.waitIngress(h.createService(lbService("web")).Name, 30*time.Second)
+	if diff := cmp.Diff(h.names(0), c.hosts(svc)); diff != "" {
+		t.Fatalf("only joining nodes: hosts (-want +got):\n%s", diff)
+	}
+	h.updateNode(0, func(n *v1.Node) { n.Spec.ProviderID, n.Spec.Taints = "fake://"+n.Name, nil })
+	h.eventually(10*time.Second, "node 0 named by provider ID", func() (bool, error) {
+		return c.count("update") == 1, nil
+	})
+
+	updates := c.count("update")
+	h.createNodes(1, 2, joiningNode)
+	h.consistently(1500*time.Millisecond, "no update for a joining node", func() bool { return c.count("update") == updates })
+	h.updateNode(1, func(n *v1.Node) { n.Spec.ProviderID, n.Spec.Taints = "fake://"+n.Name, nil })
+	h.eventually(10*time.Second, "initialized node added", func() (bool, error) { return cmp.Equal(h.names(0, 1), c.hosts(svc)), nil })
+	if n := c.count("update"); n != updates+1 {
+		t.Errorf("%d updates for one joining node, want 1", n-updates)
+	}
+
+	start := time.Now()
+	h.createNodes(2, 3, joiningNode)
+	h.eventually(15*time.Second, "node that stays uninitialized added after the wait", func() (bool, error) {
+		return cmp.Equal(h.names(0, 1, 2), c.hosts(svc)), nil
+	})
+	if waited := time.Since(start); waited < 3*time.Second {
+		t.Errorf("uninitialized node added after %v, before its wait (4s) ended", waited)
+	}
 }
 
 func setLabel(n *v1.Node, k, v string) {

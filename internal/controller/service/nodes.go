@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	cloudprovider "k8s.io/cloud-provider"
+	cloudapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -84,18 +85,45 @@ func nodeEvents(window time.Duration) handler.TypedEventHandler[*v1.Node, reconc
 // backends lists the cluster's load balancer backends from the informer cache.
 // The nodes are shared with the cache: nobody may modify them (the cloud-provider
 // contract already requires providers to treat them as read-only).
-func (c *Controller) backends(ctx context.Context) ([]*v1.Node, error) {
+//
+// A node that joined less than NodeInitWait ago and is not initialized yet
+// (joining) is left out while other backends exist: its initialization sets
+// its provider ID, which triggers a backend update that names it. recheck is
+// when the first such node's wait ends (0 when none was left out).
+func (c *Controller) backends(ctx context.Context) (nodes []*v1.Node, recheck time.Duration, err error) {
 	var list v1.NodeList
 	if err := c.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
+		return nil, 0, fmt.Errorf("list nodes: %w", err)
 	}
-	out := make([]*v1.Node, 0, len(list.Items))
+	all := make([]*v1.Node, 0, len(list.Items))
+	ready := make([]*v1.Node, 0, len(list.Items))
+	now := time.Now()
 	for i := range list.Items {
-		if IsBackend(&list.Items[i]) {
-			out = append(out, &list.Items[i])
+		n := &list.Items[i]
+		if !IsBackend(n) {
+			continue
 		}
+		all = append(all, n)
+		if wait := c.opts.NodeInitWait - now.Sub(n.CreationTimestamp.Time); joining(n) && wait > 0 {
+			if recheck == 0 || wait < recheck {
+				recheck = wait
+			}
+			continue
+		}
+		ready = append(ready, n)
 	}
-	return out, nil
+	if len(ready) == 0 {
+		return all, 0, nil
+	}
+	return ready, recheck, nil
+}
+
+// joining reports whether the node controller has yet to initialize node:
+// it has the uninitialized taint and no provider ID.
+func joining(node *v1.Node) bool {
+	return node.Spec.ProviderID == "" && slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool {
+		return t.Key == cloudapi.TaintExternalCloudProvider
+	})
 }
 
 // nodeSyncer runs one backend update pass per window.
@@ -107,7 +135,7 @@ type nodeSyncer struct{ *Controller }
 func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	start := time.Now()
 	defer func() { nodeSyncLatency.Observe(time.Since(start).Seconds()) }()
-	nodes, err := s.backends(ctx)
+	nodes, recheck, err := s.backends(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
@@ -137,7 +165,8 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	if updated {
 		backendBatches.Inc()
 	}
-	return reconcile.Result{}, nil
+	// A joining node left out is included when its wait ends, initialized or not.
+	return reconcile.Result{RequeueAfter: recheck}, nil
 }
 
 // updateBackends sends one load balancer its new backend set. It holds the

@@ -10,6 +10,7 @@ const (
 	DefaultWorkers           = 10
 	DefaultClusterName       = "kubernetes"
 	DefaultNodeUpdateWindow  = time.Second
+	DefaultNodeInitWait      = 30 * time.Second
 	DefaultResyncPeriod      = 10 * time.Minute
 	DefaultOrphanGracePeriod = 5 * time.Minute
 	DefaultRetryBaseDelay    = 5 * time.Second
@@ -30,6 +31,13 @@ type Options struct {
 	// updated (default 1s; no upstream flag). Each load balancer gets at most one
 	// UpdateLoadBalancer per window.
 	NodeUpdateWindow time.Duration
+	// NodeInitWait is how long a joining node that the node controller has not
+	// initialized yet (uninitialized taint, no provider ID) is kept out of the
+	// backends, unless no other backend exists (default 30s; no upstream
+	// flag). Its initialization triggers the backend update, which then names
+	// it by provider ID instead of making the provider look the node up by name
+	// for every load balancer. Upstream includes such nodes at once.
+	NodeInitWait time.Duration
 	// ResyncPeriod is --load-balancer-resync-period (default 10m): how often every
 	// load balancer is checked for drift, and the providers' load balancer listings
 	// are scanned for orphans.
@@ -51,6 +59,7 @@ func (o Options) withDefaults() (Options, error) {
 	}{
 		{"Workers (--concurrent-service-syncs)", o.Workers < 0},
 		{"NodeUpdateWindow", o.NodeUpdateWindow < 0},
+		{"NodeInitWait", o.NodeInitWait < 0},
 		{"ResyncPeriod (--load-balancer-resync-period)", o.ResyncPeriod < 0},
 		{"OrphanGracePeriod", o.OrphanGracePeriod < 0},
 		{"RetryBaseDelay", o.RetryBaseDelay < 0},
@@ -64,6 +73,7 @@ func (o Options) withDefaults() (Options, error) {
 	setDefault(&o.Workers, DefaultWorkers)
 	setDefault(&o.ClusterName, DefaultClusterName)
 	setDefault(&o.NodeUpdateWindow, DefaultNodeUpdateWindow)
+	setDefault(&o.NodeInitWait, DefaultNodeInitWait)
 	setDefault(&o.ResyncPeriod, DefaultResyncPeriod)
 	setDefault(&o.OrphanGracePeriod, DefaultOrphanGracePeriod)
 	setDefault(&o.RetryBaseDelay, DefaultRetryBaseDelay)

@@ -127,7 +127,9 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 		return reconcile.Result{}, c.setCondition(ctx, svc, notReady(ReasonInvalidConfiguration, err))
 	}
 
-	nodes, err := c.backends(ctx)
+	// A joining node left out here is added by the node syncer, which
+	// its initialization (or the end of its wait) triggers.
+	nodes, _, err := c.backends(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
