@@ -233,7 +233,15 @@ var scenarios = []scenario{
 			if err != nil {
 				return nil, err
 			}
-			ready, err := e.servicesWithIngress(ctx)
+			// A busy API server may time a request out: try for a minute.
+			var ready int
+			lctx, cancel := context.WithTimeout(ctx, time.Minute)
+			err = e.until(lctx, "the count of services with ingress", func(ctx context.Context) (bool, error) {
+				n, err := e.servicesWithIngress(ctx)
+				ready = n
+				return err == nil, nil
+			})
+			cancel()
 			if err != nil {
 				return nil, err
 			}
