@@ -41,6 +41,12 @@ type Config struct {
 	LBProvisionDelay time.Duration
 	// DataPlane tunes health-check thresholds and timeouts.
 	DataPlane dataplane.Options
+	// NoDataPlane serves the API only: load balancers still provision and
+	// become active, but nothing listens on their VIPs and no target is
+	// probed (target health stays "unknown"). For benchmarks of the API
+	// side, where thousands of targets behind hundreds of load balancers
+	// would make the data plane the biggest load on the machine.
+	NoDataPlane bool
 	// Logger receives the server's logs (default: discard).
 	Logger logr.Logger
 }

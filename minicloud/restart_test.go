@@ -197,3 +197,25 @@ func TestRestartResumesProvisioning(t *testing.T) {
 		t.Fatalf("traffic: %v", got)
 	}
 }
+
+// With NoDataPlane, load balancers provision and become active as usual, but
+// nothing listens on the VIP.
+func TestNoDataPlane(t *testing.T) {
+	ctx := context.Background()
+	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 100 * time.Millisecond, NoDataPlane: true})
+	inst := newInstance(t, mc.Client, "n", nil)
+	be := minicloudtest.StartBackend(t, "n", inst.PrivateIP, minicloudtest.BackendOptions{TCP: true})
+	lb, err := mc.Client.CreateLoadBalancer(ctx, api.LoadBalancerSpec{Name: "web",
+		Listeners: []api.Listener{{Protocol: "TCP", Port: 18092, TargetPort: be.Port}}, Targets: []api.Target{{InstanceID: inst.ID}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc.WaitLoadBalancer(t, lb.ID, minicloudtest.Active)
+	if !minicloudtest.Refused(vipAddr(lb, 18092)) {
+		t.Error("VIP accepts connections without a data plane")
+	}
+	got, err := mc.Client.GetLoadBalancer(ctx, lb.ID)
+	if err != nil || len(got.TargetHealth) != 1 || got.TargetHealth[0].State != api.HealthUnknown {
+		t.Errorf("target health without a data plane: %+v, %v; want one unknown", got, err)
+	}
+}

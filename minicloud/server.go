@@ -56,10 +56,12 @@ type Server struct {
 
 	// planeMu serializes reconciling load balancers into the data plane,
 	// so the plane always ends up matching the latest stored state. It
-	// guards timers and closed; plane is set once by Start.
+	// guards timers, started and closed; plane is set once by Start
+	// (never with NoDataPlane).
 	planeMu sync.Mutex
 	plane   atomic.Pointer[dataplane.Plane]
 	timers  map[string]*time.Timer
+	started bool
 	closed  bool
 
 	targets targetIndex
@@ -101,11 +103,14 @@ func (s *Server) Handler() http.Handler { return s.mux }
 // The data plane stops when ctx is done or Close is called.
 func (s *Server) Start(ctx context.Context) error {
 	s.planeMu.Lock()
-	if s.plane.Load() != nil || s.closed {
+	if s.started || s.closed {
 		s.planeMu.Unlock()
 		return errors.New("minicloud: server already started or closed")
 	}
-	s.plane.Store(dataplane.New(ctx, s.log.WithName("dataplane"), s.cfg.DataPlane))
+	s.started = true
+	if !s.cfg.NoDataPlane {
+		s.plane.Store(dataplane.New(ctx, s.log.WithName("dataplane"), s.cfg.DataPlane))
+	}
 	s.planeMu.Unlock()
 
 	var lbs []lbRecord

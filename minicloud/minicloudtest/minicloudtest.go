@@ -56,6 +56,8 @@ type Options struct {
 	InstanceCIDR, PublicCIDR, VIPCIDR netip.Prefix
 	// DataPlane tunes health checks.
 	DataPlane dataplane.Options
+	// NoDataPlane serves the API only (minicloud.Config.NoDataPlane).
+	NoDataPlane bool
 }
 
 // Cloud is a running minicloud.
@@ -93,6 +95,7 @@ func Start(t testing.TB, o Options) *Cloud {
 	cfg.PublicCIDR = orRandom(t, o.PublicCIDR, 20, 2)
 	cfg.VIPCIDR = orRandom(t, o.VIPCIDR, 100, 100)
 	cfg.DataPlane = o.DataPlane
+	cfg.NoDataPlane = o.NoDataPlane
 	cfg.Logger = testr.NewWithInterface(t, testr.Options{LogTimestamp: true})
 
 	srv, err := minicloud.NewServer(cfg)
