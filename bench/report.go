@@ -5,6 +5,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Markdown renders the report as the tables of docs/benchmarks.md: one row
@@ -16,6 +17,18 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "Run %s on %s/%s, %d CPUs, %s. minicloud: %g requests/s per token (burst %d), %d ms latency per request, load balancers provision in %s. Both managers: --kube-api-qps=%d --kube-api-burst=%d.\n\n",
 		r.Date.Format("2006-01-02 15:04 UTC"), r.Machine.OS, r.Machine.Arch, r.Machine.CPUs, r.Machine.Go,
 		r.Cloud.RateLimit, r.Cloud.Burst, r.Cloud.LatencyMS, r.Cloud.LBProvisionDelay, r.KubeAPI[0], r.KubeAPI[1])
+	// A merged report (scenarios that started before the report's run) holds
+	// runs of different times, maybe of different commits: say when each
+	// scenario started.
+	var starts []string
+	for _, s := range r.Scenarios {
+		if !s.Date.IsZero() {
+			starts = append(starts, s.Name+" "+s.Date.Format("2006-01-02 15:04"))
+		}
+	}
+	if slices.ContainsFunc(r.Scenarios, func(s Result) bool { return !s.Date.IsZero() && s.Date.Before(r.Date.Add(-time.Minute)) }) {
+		fmt.Fprintf(&b, "Merged from several runs; scenarios started (UTC): %s.\n\n", strings.Join(starts, ", "))
+	}
 	b.WriteString("| scenario | parameters | metric | upstream | stratus | upstream / stratus | |\n|---|---|---|---:|---:|---:|---|\n")
 	for _, s := range r.Scenarios {
 		params := formatParams(s.Params)

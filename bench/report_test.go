@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -106,5 +107,20 @@ func TestRatioTicksLabelRatios(t *testing.T) {
 	want := []string{"1/10", "1/5", "1/2", "1", "2", "5", "10"}
 	if d := cmp.Diff(want, got); d != "" {
 		t.Errorf("tick labels (-want +got):\n%s", d)
+	}
+}
+
+func TestMarkdownOfAMergedReportSaysWhenEachScenarioRan(t *testing.T) {
+	day := time.Date(2026, 12, 1, 2, 0, 0, 0, time.UTC)
+	r := &Report{Date: day.Add(time.Hour), Scenarios: []Result{
+		{Name: "steady-state", Date: day, Stratus: Metrics{"x": 1}, Upstream: Metrics{"x": 1}},
+		{Name: "memory", Date: day.Add(time.Hour), Stratus: Metrics{"x": 1}, Upstream: Metrics{"x": 1}},
+	}}
+	if md := r.Markdown(); !strings.Contains(md, "scenarios started (UTC): steady-state 2026-12-01 02:00, memory 2026-12-01 03:00") {
+		t.Errorf("merged report does not say when its scenarios ran:\n%s", md)
+	}
+	r.Scenarios = r.Scenarios[1:]
+	if md := r.Markdown(); strings.Contains(md, "Merged") {
+		t.Errorf("a single run's report says it is merged:\n%s", md)
 	}
 }
