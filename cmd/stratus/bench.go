@@ -25,6 +25,7 @@ func newBenchCommand() *cobra.Command {
 		stratusCCM            string
 		sizes                 []string
 		mergeInto             string
+		from                  string
 		opts                  = bench.Options{Cloud: bench.DefaultCloud}
 	)
 	cmd := &cobra.Command{
@@ -38,6 +39,13 @@ the same --kube-api-qps/burst, and writes the numbers and their ratios
 Numbers are from one run on this machine; nothing is asserted. See docs/benchmarks.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if from != "" {
+				rep, err := bench.ReadReport(from)
+				if err != nil {
+					return fmt.Errorf("--from: %w", err)
+				}
+				return writeReport(cmd, rep, "", chart, markdown)
+			}
 			opts.Sizes = bench.FullSizes
 			if quick {
 				opts.Sizes = bench.QuickSizes
@@ -101,21 +109,7 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 			if err != nil {
 				return err
 			}
-			rep = merged(rep)
-			if err := rep.WriteJSON(out); err != nil {
-				return err
-			}
-			if chart != "" {
-				if err := rep.WriteChart(chart); err != nil {
-					return err
-				}
-			}
-			table := rep.Markdown()
-			fmt.Fprint(cmd.OutOrStdout(), table)
-			if markdown != "" {
-				return os.WriteFile(markdown, []byte(table), 0o644)
-			}
-			return nil
+			return writeReport(cmd, merged(rep), out, chart, markdown)
 		},
 	}
 	f := cmd.Flags()
@@ -124,6 +118,7 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 	f.StringArrayVar(&sizes, "size", nil, "override one scenario size, name=value (e.g. lbBurstServices=100, steadyWindow=5m); repeatable")
 	f.StringSliceVar(&opts.Managers, "manager", nil, "run only this side (upstream or stratus), to investigate; the report then has no ratios")
 	f.StringVar(&opts.WorkDir, "work-dir", "", "keep the control planes' files and each manager's log (<scenario>-<manager>.log) in this folder (default: a temporary folder, removed)")
+	f.StringVar(&from, "from", "", "run nothing: write the table (stdout, --markdown) and --chart of this saved report (JSON)")
 	f.StringVar(&mergeInto, "merge-into", "", "a report (JSON) whose results of the scenarios run now are replaced (others kept); the merged report is what --out, --markdown and --chart get")
 	f.StringVar(&out, "out", "bench/results/latest.json", "where to write the JSON results")
 	f.StringVar(&markdown, "markdown", "", "also write the results table (Markdown) to this file")
@@ -150,4 +145,25 @@ func kubebinsDir(root string) (string, error) {
 		return "", fmt.Errorf("%s --print-dir: %w", script, err)
 	}
 	return strings.TrimSpace(string(dir)), nil
+}
+
+// writeReport writes rep as JSON to out (unless empty), its chart and its
+// table, which also goes to stdout.
+func writeReport(cmd *cobra.Command, rep *bench.Report, out, chart, markdown string) error {
+	if out != "" {
+		if err := rep.WriteJSON(out); err != nil {
+			return err
+		}
+	}
+	if chart != "" {
+		if err := rep.WriteChart(chart); err != nil {
+			return err
+		}
+	}
+	table := rep.Markdown()
+	fmt.Fprint(cmd.OutOrStdout(), table)
+	if markdown != "" {
+		return os.WriteFile(markdown, []byte(table), 0o644)
+	}
+	return nil
 }
