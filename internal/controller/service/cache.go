@@ -121,6 +121,27 @@ func (c *serviceCache) swapNodes(key types.NamespacedName, uid types.UID, set no
 	return old, true
 }
 
+// removes reports whether going from old to new takes a backend away: a node
+// of old missing from new, or one whose provider ID changed.
+func (old nodeSet) removes(new nodeSet) bool {
+	for name, id := range old {
+		if nid, ok := new[name]; !ok || (id != "" && nid != id) {
+			return true
+		}
+	}
+	return false
+}
+
+// nodesOf returns the backend set last sent for key (nil when none).
+func (c *serviceCache) nodesOf(key types.NamespacedName) nodeSet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		return e.nodes
+	}
+	return nil
+}
+
 // keys returns the keys of all entries.
 func (c *serviceCache) keys() []types.NamespacedName {
 	c.mu.Lock()

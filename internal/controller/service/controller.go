@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,6 +52,10 @@ type Controller struct {
 	provisioning *provisioningListings
 	// locks keeps a Service's sync and its backend updates apart.
 	locks keyLocks
+	// addsHeldSince is when the node syncer began holding backend additions
+	// back for joining nodes (zero when it is not). Only the node syncer's
+	// single work item uses it.
+	addsHeldSince time.Time
 }
 
 // Add registers the service controller with mgr: the service workers, the backend

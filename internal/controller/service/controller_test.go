@@ -478,10 +478,27 @@ func TestJoiningNodesWaitForInitialization(t *testing.T) {
 		t.Errorf("%d updates for one joining node, want 1", n-updates)
 	}
 
+	// A burst initialized one by one, each in its own window: one update,
+	// once the last is initialized.
+	updates = c.count("update")
+	h.createNodes(2, 5, joiningNode)
+	for i := 2; i < 5; i++ {
+		time.Sleep(500 * time.Millisecond)
+		h.updateNode(i, func(n *v1.Node) { n.Spec.ProviderID, n.Spec.Taints = "fake://"+n.Name, nil })
+	}
+	h.eventually(10*time.Second, "burst added", func() (bool, error) { return cmp.Equal(h.names(0, 1, 2, 3, 4), c.hosts(svc)), nil })
+	h.consistently(time.Second, "no further update", func() bool { return c.count("update") == updates+1 })
+
+	// A removal does not wait for a joining node; the joining node that
+	// stays uninitialized is added when its wait ends.
 	start := time.Now()
-	h.createNodes(2, 3, joiningNode)
+	h.createNodes(5, 6, joiningNode)
+	h.updateNode(0, func(n *v1.Node) { setLabel(n, LabelExcludeFromLB, "true") })
+	h.eventually(2500*time.Millisecond, "excluded node removed while another joins", func() (bool, error) {
+		return cmp.Equal(h.names(1, 2, 3, 4), c.hosts(svc)), nil
+	})
 	h.eventually(15*time.Second, "node that stays uninitialized added after the wait", func() (bool, error) {
-		return cmp.Equal(h.names(0, 1, 2), c.hosts(svc)), nil
+		return cmp.Equal(h.names(1, 2, 3, 4, 5), c.hosts(svc)), nil
 	})
 	if waited := time.Since(start); waited < 3*time.Second {
 		t.Errorf("uninitialized node added after %v, before its wait (4s) ended", waited)

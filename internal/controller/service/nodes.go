@@ -140,6 +140,24 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		return reconcile.Result{}, err
 	}
 	set := newNodeSet(nodes)
+	// While nodes are joining, a pass carries only removals: additions wait
+	// until the joining nodes are initialized, so that a burst of nodes
+	// reaches each load balancer in one update rather than in one per
+	// initialization window. They wait at most NodeInitWait.
+	holdAdds := false
+	if recheck > 0 {
+		if s.addsHeldSince.IsZero() {
+			s.addsHeldSince = start
+		}
+		if left := s.opts.NodeInitWait - time.Since(s.addsHeldSince); left > 0 {
+			holdAdds = true
+			recheck = min(recheck, left)
+		}
+	}
+	if !holdAdds {
+		s.addsHeldSince = time.Time{}
+	}
+	held := false
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.opts.Workers)
 	updated := false
@@ -149,6 +167,10 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 			continue // gone: the service workers clean up
 		}
 		if s.clouds.ForService(&svc) == nil || !wantsLB(&svc) {
+			continue
+		}
+		if holdAdds && !s.cache.nodesOf(key).removes(set) {
+			held = true
 			continue
 		}
 		entry, changed := s.cache.swapNodes(key, svc.UID, set)
@@ -165,7 +187,11 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	if updated {
 		backendBatches.Inc()
 	}
-	// A joining node left out is included when its wait ends, initialized or not.
+	// A joining node left out is included when its wait ends, initialized or
+	// not; held additions are made then at the latest.
+	if !held && recheck == 0 {
+		return reconcile.Result{}, nil
+	}
 	return reconcile.Result{RequeueAfter: recheck}, nil
 }
 
