@@ -243,7 +243,7 @@ func TestOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Options{Workers: 10, ClusterName: "kubernetes", NodeUpdateWindow: DefaultNodeUpdateWindow, ResyncPeriod: DefaultResyncPeriod,
+	want := Options{Workers: 10, ClusterName: "kubernetes", NodeUpdateWindow: DefaultNodeUpdateWindow, NodeInitWait: DefaultNodeInitWait, ResyncPeriod: DefaultResyncPeriod,
 		OrphanGracePeriod: DefaultOrphanGracePeriod, RetryBaseDelay: DefaultRetryBaseDelay, RetryMaxDelay: DefaultRetryMaxDelay}
 	if o != want {
 		t.Errorf("defaults = %+v, want %+v", o, want)
