@@ -771,6 +771,13 @@ func TestLoadBalancerAPI(t *testing.T) {
 	if err != nil || len(byTag) != 1 {
 		t.Fatalf("list by tag: %+v, %v", byTag, err)
 	}
+	summary, err := c.ListLoadBalancers(ctx, client.ListOptions{Name: "web", Summary: true})
+	if err != nil || len(summary) != 1 || summary[0].State != api.LBActive || summary[0].VIP != lb.VIP || len(summary[0].Targets) != 0 || len(summary[0].TargetHealth) != 0 {
+		t.Fatalf("summary listing: %+v, %v; want the load balancer without targets", summary, err)
+	}
+	if status, _, body := raw(t, mc, "GET", "/v1/load-balancers?view=everything", "", nil); status != http.StatusBadRequest || !strings.Contains(string(body), "view must be") {
+		t.Errorf("unknown view: %d %s; want 400 naming the parameter", status, body)
+	}
 
 	updated, err := c.UpdateLoadBalancer(ctx, lb.ID, api.LoadBalancerSpec{
 		Tags:      map[string]string{"service": "default/web", "v": "2"},

@@ -273,7 +273,19 @@ func (s *Server) getLB(r *http.Request) (int, any, error) {
 }
 
 func (s *Server) listLBs(r *http.Request) (int, any, error) {
-	q, err := parseListQuery(r.URL.Query(), lbPrefix, true)
+	values := r.URL.Query()
+	// view=summary leaves out targets and their health: a listing of
+	// hundreds of load balancers with thousands of targets each is
+	// otherwise hundreds of megabytes, when the caller wants states.
+	summary := false
+	if vs, ok := values["view"]; ok {
+		if len(vs) != 1 || (vs[0] != api.ViewFull && vs[0] != api.ViewSummary) {
+			return 0, nil, errInvalid("view must be %q or %q", api.ViewFull, api.ViewSummary)
+		}
+		summary = vs[0] == api.ViewSummary
+		delete(values, "view")
+	}
+	q, err := parseListQuery(values, lbPrefix, true)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -284,6 +296,12 @@ func (s *Server) listLBs(r *http.Request) (int, any, error) {
 		items, more, err = query(tx, store.LoadBalancers, q, func(lb *lbRecord) map[string]string { return lb.Tags })
 		if err != nil {
 			return err
+		}
+		if summary {
+			for i := range items {
+				items[i].Targets = nil
+			}
+			return nil
 		}
 		res := newResolver(tx)
 		for i := range items {

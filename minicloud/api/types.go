@@ -71,6 +71,13 @@ const (
 	LBActive       = "active"
 )
 
+// Views of a load-balancer listing (query parameter "view"): full (the
+// default) or summary, without targets and target health.
+const (
+	ViewFull    = "full"
+	ViewSummary = "summary"
+)
+
 // Target health states.
 const (
 	HealthUnknown   = "unknown"

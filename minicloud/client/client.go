@@ -95,6 +95,9 @@ type ListOptions struct {
 	PageSize int
 	// PageToken continues a listing from the NextPageToken of a page.
 	PageToken string
+	// Summary lists load balancers without their targets and target health
+	// (view=summary).
+	Summary bool
 }
 
 func (o ListOptions) query() url.Values {
@@ -119,6 +122,9 @@ func (o ListOptions) query() url.Values {
 	}
 	if o.PageToken != "" {
 		q.Set("page_token", o.PageToken)
+	}
+	if o.Summary {
+		q.Set("view", api.ViewSummary)
 	}
 	return q
 }

@@ -197,7 +197,10 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 // ListLoadBalancers lists the load balancers tagged with clusterName, with
 // the Service each serves and, when active, its status.
 func (l *loadBalancers) ListLoadBalancers(ctx context.Context, clusterName string) ([]pcp.LoadBalancerRef, error) {
-	all, err := l.api.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{TagCluster: clusterName}, PageSize: listPageSize})
+	// The summary view: the references need no targets, and with thousands
+	// of nodes behind hundreds of load balancers the full listing is
+	// hundreds of megabytes.
+	all, err := l.api.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{TagCluster: clusterName}, PageSize: listPageSize, Summary: true})
 	if err != nil {
 		return nil, classify(fmt.Sprintf("list load balancers of cluster %q", clusterName), err)
 	}
