@@ -121,6 +121,25 @@ func (c *serviceCache) swapNodes(key types.NamespacedName, uid types.UID, set no
 	return old, true
 }
 
+// sharedSets hands out node sets so that equal ones are one map: a thousand
+// Services on five thousand nodes would otherwise keep a thousand copies.
+// Sets are never modified once made.
+type sharedSets struct {
+	mu   sync.Mutex
+	last nodeSet
+}
+
+// share returns s, or the previously shared set when it is equal.
+func (c *sharedSets) share(s nodeSet) nodeSet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.last != nil && maps.Equal(c.last, s) {
+		return c.last
+	}
+	c.last = s
+	return s
+}
+
 // removes reports whether going from old to new takes a backend away: a node
 // of old missing from new, or one whose provider ID changed.
 func (old nodeSet) removes(new nodeSet) bool {

@@ -56,6 +56,8 @@ type Controller struct {
 	// back for joining nodes (zero when it is not). Only the node syncer's
 	// single work item uses it.
 	addsHeldSince time.Time
+	// sets shares equal backend sets among the cached Services.
+	sets sharedSets
 }
 
 // Add registers the service controller with mgr: the service workers, the backend

@@ -139,7 +139,7 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	set := newNodeSet(nodes)
+	set := s.sets.share(newNodeSet(nodes))
 	// While nodes are joining, a pass carries only removals: additions wait
 	// until the joining nodes are initialized, so that a burst of nodes
 	// reaches each load balancer in one update rather than in one per

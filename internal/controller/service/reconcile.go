@@ -133,7 +133,7 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	set := newNodeSet(nodes)
+	set := c.sets.share(newNodeSet(nodes))
 	fp := fingerprint(p.Name(), svc, set)
 	if firstSight && adoptable(svc, fp) {
 		c.cache.update(key, func(e *cachedService) { e.nodes, e.ensured, e.ensuredSvc = set, true, svc.DeepCopy() })
