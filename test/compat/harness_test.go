@@ -279,6 +279,25 @@ func (r *run) waitFor(what string, cond func(ctx context.Context) (bool, error))
 	}
 }
 
+// nodeStays checks the Node for d and fails as soon as cond does not hold:
+// the check that something does not happen.
+func (r *run) nodeStays(name, what string, d time.Duration, cond func(*corev1.Node) bool) {
+	r.t.Helper()
+	deadline := time.Now().Add(d)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for time.Now().Before(deadline) {
+		if n := r.node(name); !cond(n) {
+			r.t.Fatalf("%s: node %s: %s: violated: taints %v, provider ID %q", r.side, name, what, n.Spec.Taints, n.Spec.ProviderID)
+		}
+		select {
+		case <-r.ctx.Done():
+			r.t.Fatalf("%s: node %s: %s: %v", r.side, name, what, r.ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
 // waitNode waits until cond holds for the Node.
 func (r *run) waitNode(name, what string, cond func(*corev1.Node) bool) {
 	r.t.Helper()

@@ -483,6 +483,8 @@ func TestJoiningNodesWaitForInitialization(t *testing.T) {
 	updates = c.count("update")
 	h.createNodes(2, 5, joiningNode)
 	for i := 2; i < 5; i++ {
+		// Pacing, not waiting: each initialization lands in a window of
+		// its own (NodeUpdateWindow is 200ms).
 		time.Sleep(500 * time.Millisecond)
 		h.updateNode(i, func(n *v1.Node) { n.Spec.ProviderID, n.Spec.Taints = "fake://"+n.Name, nil })
 	}
