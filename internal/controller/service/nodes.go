@@ -157,7 +157,6 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	if !holdAdds {
 		s.addsHeldSince = time.Time{}
 	}
-	held := false
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.opts.Workers)
 	updated := false
@@ -170,7 +169,6 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 			continue
 		}
 		if holdAdds && !s.cache.nodesOf(key).removes(set) {
-			held = true
 			continue
 		}
 		entry, changed := s.cache.swapNodes(key, svc.UID, set)
@@ -188,10 +186,8 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		backendBatches.Inc()
 	}
 	// A joining node left out is included when its wait ends, initialized or
-	// not; held additions are made then at the latest.
-	if !held && recheck == 0 {
-		return reconcile.Result{}, nil
-	}
+	// not; held additions are made then at the latest (recheck is 0 when
+	// nothing waits).
 	return reconcile.Result{RequeueAfter: recheck}, nil
 }
 
