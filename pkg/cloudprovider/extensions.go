@@ -19,6 +19,17 @@ type Instance struct {
 	// Shutdown is true when the instance exists but is stopped, as
 	// InstancesV2.InstanceShutdown would report it.
 	Shutdown bool
+	// Hostnames are other names a node of this instance may be registered
+	// under (the guest OS hostname, for example). A node without
+	// spec.providerID whose name matches no instance's Name is the machine of
+	// the instance that lists the node name here. Optional.
+	Hostnames []string
+	// SystemUUIDs identify the machine by firmware UUID, as kubelet reports it
+	// in status.nodeInfo.systemUUID. A node without spec.providerID that
+	// matches no name is the machine of the instance that lists its system
+	// UUID here (compared case-insensitively). A provider whose firmware UUID
+	// can be read in either byte order lists both. Optional.
+	SystemUUIDs []string
 }
 
 // InstanceLister lists every instance the provider can see, in one call (the
@@ -29,6 +40,26 @@ type Instance struct {
 // treats the listing as the truth about which machines exist.
 type InstanceLister interface {
 	ListInstances(ctx context.Context) ([]Instance, error)
+}
+
+// InstanceWatcher is an InstanceLister that learns about instance changes from
+// the cloud (a change feed or watch) rather than by listing again. Its
+// ListInstances answers from what the watch keeps current, so stratus may call it
+// often at no cost to the cloud API.
+//
+// stratus calls WatchInstances once, on the leader, and again with a backoff when
+// it returns an error before ctx ends. The provider calls changed (it does not
+// block, and may be called from any goroutine) whenever a ListInstances call
+// made now could answer differently from one made before: an instance appeared,
+// disappeared, was powered off or on, or changed metadata. stratus then lists
+// again and acts at once (a machine that was deleted or stopped reaches the node
+// lifecycle controller within seconds), instead of at its next periodic pass.
+//
+// While the watch is broken, ListInstances must return an error (never a stale
+// or partial list), until the provider has listed afresh.
+type InstanceWatcher interface {
+	InstanceLister
+	WatchInstances(ctx context.Context, changed func()) error
 }
 
 // LoadBalancerRef identifies a load balancer the provider created for a Service.

@@ -4,19 +4,26 @@
 package instanceindex
 
 import (
+	"strings"
+
 	v1 "k8s.io/api/core/v1"
 
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
 
-// Index is one listing, by provider ID and by instance name.
+// Index is one listing, by provider ID, by instance name, by the other host
+// names instances list and by system UUID.
 type Index struct {
-	byID   map[string]*pcp.Instance
-	byName map[string]*pcp.Instance
-	size   int
+	byID       map[string]*pcp.Instance
+	byName     map[string]*pcp.Instance
+	byHostname map[string]*pcp.Instance
+	byUUID     map[string]*pcp.Instance
+	size       int
 }
 
-// New indexes list. Instances without provider ID are found only by name.
+// New indexes list. Instances without provider ID are found only by name,
+// host name or system UUID. When two instances claim the same name, the
+// first one listed keeps it.
 func New(list []pcp.Instance) *Index {
 	idx := &Index{
 		byID:   make(map[string]*pcp.Instance, len(list)),
@@ -31,18 +38,51 @@ func New(list []pcp.Instance) *Index {
 		if inst.Name != "" {
 			idx.byName[inst.Name] = inst
 		}
+		for _, h := range inst.Hostnames {
+			if h == "" {
+				continue
+			}
+			if idx.byHostname == nil {
+				idx.byHostname = map[string]*pcp.Instance{}
+			}
+			if _, taken := idx.byHostname[h]; !taken {
+				idx.byHostname[h] = inst
+			}
+		}
+		for _, u := range inst.SystemUUIDs {
+			if u == "" {
+				continue
+			}
+			if idx.byUUID == nil {
+				idx.byUUID = map[string]*pcp.Instance{}
+			}
+			u = strings.ToLower(u)
+			if _, taken := idx.byUUID[u]; !taken {
+				idx.byUUID[u] = inst
+			}
+		}
 	}
 	return idx
 }
 
 // Find returns the node's instance: the one with the node's provider ID, or, for a
-// node without one, the one named like the node. It returns nil when the listing
-// has no such instance.
+// node without one, the one named like the node, else the one listing the node's
+// name among its host names, else the one with the node's system UUID. It returns
+// nil when the listing has no such instance.
 func (idx *Index) Find(node *v1.Node) *pcp.Instance {
 	if node.Spec.ProviderID != "" {
 		return idx.byID[node.Spec.ProviderID]
 	}
-	return idx.byName[node.Name]
+	if inst := idx.byName[node.Name]; inst != nil {
+		return inst
+	}
+	if inst := idx.byHostname[node.Name]; inst != nil {
+		return inst
+	}
+	if u := node.Status.NodeInfo.SystemUUID; u != "" {
+		return idx.byUUID[strings.ToLower(u)]
+	}
+	return nil
 }
 
 // Len is the number of instances in the listing.
