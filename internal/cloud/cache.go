@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/singleflight"
@@ -41,6 +42,13 @@ type snapshot struct {
 	*instanceindex.Index
 	startedAt time.Time
 	list      []pcp.Instance
+	// fingerprint is fingerprintInstances(list), to tell whether the next
+	// listing changed anything.
+	fingerprint string
+	// invalidated is set when the provider's watch reported a change after
+	// this listing: it answers no question that needs a fresh listing, and
+	// the subscribers have been told already.
+	invalidated atomic.Bool
 }
 
 func newInstanceCache(p *Provider, freshness time.Duration) *instanceCache {
@@ -48,7 +56,13 @@ func newInstanceCache(p *Provider, freshness time.Duration) *instanceCache {
 }
 
 func newSnapshot(startedAt time.Time, list []pcp.Instance) *snapshot {
-	return &snapshot{Index: instanceindex.New(list), startedAt: startedAt, list: list}
+	return &snapshot{Index: instanceindex.New(list), startedAt: startedAt, list: list, fingerprint: fingerprintInstances(list)}
+}
+
+// fresh reports whether the snapshot may answer a question asked at or after
+// notBefore.
+func (s *snapshot) fresh(notBefore time.Time) bool {
+	return s != nil && !s.invalidated.Load() && !s.startedAt.Before(notBefore)
 }
 
 // instances returns a copy of the listing.
@@ -74,6 +88,32 @@ func (c *instanceCache) freshSince(now time.Time) time.Time {
 		return now
 	}
 	return now.Add(-c.freshness + 1)
+}
+
+// invalidate is the provider's watch reporting a change: the cached listing no
+// longer answers questions that need a fresh one, and the subscribers are told
+// (they list again, which for a watching provider costs no cloud call).
+func (c *instanceCache) invalidate(context.Context) {
+	c.mu.Lock()
+	snap := c.snap
+	c.mu.Unlock()
+	if snap != nil {
+		snap.invalidated.Store(true)
+	}
+	c.p.notify(InstancesChanged)
+}
+
+// knownGone reports whether the cached listing proves that node's instance does
+// not exist: it is not empty, it started after the node was created, and it
+// lacks the instance. It never lists.
+func (c *instanceCache) knownGone(node *v1.Node) bool {
+	c.mu.Lock()
+	snap := c.snap
+	c.mu.Unlock()
+	if snap == nil || len(snap.list) == 0 || snap.startedAt.Before(node.CreationTimestamp.Add(creationSlack)) {
+		return false
+	}
+	return snap.Find(node) == nil
 }
 
 // lookup returns the node's instance, nil when it does not exist, ErrEmptyListing
@@ -118,11 +158,11 @@ func (c *instanceCache) get(ctx context.Context, notBefore time.Time) (snap *sna
 	c.mu.Lock()
 	snap = c.snap
 	c.mu.Unlock()
-	if snap != nil && !snap.startedAt.Before(notBefore) {
+	if snap.fresh(notBefore) {
 		return snap, false, nil
 	}
 	for range 2 {
-		if snap, err = c.listShared(ctx, notBefore); err != nil || !snap.startedAt.Before(notBefore) {
+		if snap, err = c.listShared(ctx, notBefore); err != nil || snap.fresh(notBefore) {
 			break
 		}
 	}
@@ -137,7 +177,7 @@ func (c *instanceCache) listShared(ctx context.Context, notBefore time.Time) (*s
 		c.mu.Lock()
 		cached := c.snap
 		c.mu.Unlock()
-		if cached != nil && !cached.startedAt.Before(notBefore) {
+		if cached.fresh(notBefore) {
 			return cached, nil
 		}
 		lister, _ := c.p.instanceLister()
@@ -148,10 +188,16 @@ func (c *instanceCache) listShared(ctx context.Context, notBefore time.Time) (*s
 		}
 		snap := newSnapshot(started, list)
 		c.mu.Lock()
-		if c.snap == nil || !c.snap.startedAt.After(started) {
+		prev := c.snap
+		replaced := prev == nil || !prev.startedAt.After(started)
+		if replaced {
 			c.snap = snap
 		}
 		c.mu.Unlock()
+		// The first listing is no change: nothing was decided on an earlier one.
+		if replaced && prev != nil && !prev.invalidated.Load() && prev.fingerprint != snap.fingerprint {
+			c.p.notify(InstancesChanged)
+		}
 		return snap, nil
 	})
 	if err != nil {

@@ -49,6 +49,7 @@ func call[T any](ctx context.Context, p *Provider, method string, fn func(contex
 		requestDuration.WithLabelValues(p.name, method).Observe(p.clock.Since(start).Seconds())
 		requestsTotal.WithLabelValues(p.name, method, outcome(err)).Inc()
 		if err == nil {
+			p.observeOutcome(nil)
 			return v, nil
 		}
 
@@ -68,9 +69,11 @@ func call[T any](ctx context.Context, p *Provider, method string, fn func(contex
 		case pcp.IsTransient(err):
 			backoff = wait.Jitter(p.retryBackoff<<min(attempt, 10), 0.5)
 		default:
+			p.observeOutcome(err)
 			return v, err
 		}
 		if attempt >= p.maxRetries {
+			p.observeOutcome(err)
 			return v, err
 		}
 		last = err

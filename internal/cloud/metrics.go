@@ -53,6 +53,16 @@ var (
 		Help: "Instance lookups that needed an instance listing (coalesced with concurrent ones).",
 	}, []string{"provider"})
 
+	recoveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stratus_cloud_recoveries_total",
+		Help: "Times a provider answered again after an outage (several calls in a row failed with transient or throttling errors); each retries at once what failed during the outage.",
+	}, []string{"provider"})
+
+	watchRestarts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "stratus_cloud_instance_watch_restarts_total",
+		Help: "Times a provider's instance watch stopped with an error and was restarted.",
+	}, []string{"provider"})
+
 	budgets = &budgetCollector{
 		available: prometheus.NewDesc("stratus_cloud_budget_available",
 			"Requests the provider's token bucket allows right now (its burst when idle; +Inf when unlimited).",
@@ -65,7 +75,7 @@ var (
 )
 
 func init() {
-	metrics.Registry.MustRegister(requestsTotal, requestDuration, budgetWait, throttledTotal, cacheHits, cacheMisses, budgets)
+	metrics.Registry.MustRegister(requestsTotal, requestDuration, budgetWait, throttledTotal, cacheHits, cacheMisses, recoveries, watchRestarts, budgets)
 }
 
 // budgetCollector reports each provider's available tokens and queue at scrape

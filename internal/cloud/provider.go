@@ -36,6 +36,7 @@ type Provider struct {
 	cache        *instanceCache // nil when the provider cannot list instances
 	reads        singleflight.Group
 	coalescing   atomic.Int32 // callers inside coalesce (observed by tests)
+	obs          observers
 }
 
 var _ cloudprovider.Interface = (*Provider)(nil)
@@ -316,6 +317,15 @@ func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, err
 		inst, err := p.cache.lookup(ctx, node)
 		return inst != nil, err
 	}
+	exists, err := p.instanceExists(ctx, node)
+	if err == nil {
+		p.observeExists(node, exists)
+	}
+	return exists, err
+}
+
+// instanceExists asks a provider that cannot list.
+func (p *Provider) instanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	if v2, ok := p.instancesV2(); ok {
 		return coalesce(ctx, p, "InstanceExists", node, func(ctx context.Context) (bool, error) {
 			return call(ctx, p, "InstanceExists", func(ctx context.Context) (bool, error) {

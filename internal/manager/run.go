@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -237,8 +238,15 @@ func (s *controllerStarter) Start(ctx context.Context) error {
 		return err
 	}
 	factory.Start(ctx.Done())
+	// Providers that watch their instances tell the controllers about changes
+	// (the controllers subscribed as they were added).
+	var watches sync.WaitGroup
+	for _, p := range s.clouds.Providers() {
+		watches.Go(func() { p.WatchInstances(ctx) })
+	}
 	<-ctx.Done()
 	factory.Shutdown()
+	watches.Wait()
 	return nil
 }
 
