@@ -75,13 +75,16 @@ func New(cfg *Config) (*Cloud, error) {
 	if err != nil {
 		return nil, fmt.Errorf("minicloud config: %w", err)
 	}
-	return NewFromClient(c), nil
+	cloud := NewFromClient(c)
+	cloud.lbs.foreignNodes = cfg.ForeignNodes
+	return cloud, nil
 }
 
-// NewFromClient returns the provider using an existing minicloud client.
+// NewFromClient returns the provider using an existing minicloud client, with
+// the config's defaults (other providers' nodes are not targets).
 func NewFromClient(c *client.Client) *Cloud {
 	inst := &instances{api: c}
-	return &Cloud{inst: inst, lbs: &loadBalancers{api: c, inst: inst}, routes: &routes{api: c, inst: inst}}
+	return &Cloud{inst: inst, lbs: &loadBalancers{api: c, inst: inst, foreignNodes: ForeignNodesSkip}, routes: &routes{api: c, inst: inst}}
 }
 
 // Initialize keeps a Kubernetes client so that CreateRoute can find a

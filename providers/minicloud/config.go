@@ -25,6 +25,7 @@ const maxConfigSize = 1 << 20
 //	url: http://127.0.0.1:8780       # required: the minicloud API
 //	tokenFile: /etc/minicloud/token   # or token: <bearer token>; exactly one
 //	timeout: 30s                      # per request; default 30s
+//	foreignNodes: internalIP          # or skip (default): other providers' nodes as targets
 //
 // Unknown keys are rejected. The token is never logged: String redacts it.
 type Config struct {
@@ -45,17 +46,33 @@ type Config struct {
 	// at once after a quiet period (default: max(1, rateLimit)).
 	RateLimit float64 `json:"-"`
 	Burst     int     `json:"-"`
+	// ForeignNodes says what load balancers do with backend nodes of other
+	// providers (a hybrid cluster: machines from another cloud, load
+	// balancers from minicloud) (key "foreignNodes"): ForeignNodesSkip, the
+	// default, leaves them out; ForeignNodesInternalIP sends traffic to each
+	// one's first InternalIP, for clusters where minicloud can reach them.
+	ForeignNodes ForeignNodes `json:"-"`
 }
+
+// ForeignNodes is the value of the config key foreignNodes.
+type ForeignNodes string
+
+// Values of ForeignNodes.
+const (
+	ForeignNodesSkip       ForeignNodes = "skip"
+	ForeignNodesInternalIP ForeignNodes = "internalIP"
+)
 
 // rawConfig is the file's shape: the timeout is read as text so that its
 // error can name the key.
 type rawConfig struct {
-	URL       string  `json:"url"`
-	Token     string  `json:"token"`
-	TokenFile string  `json:"tokenFile"`
-	Timeout   string  `json:"timeout"`
-	RateLimit float64 `json:"rateLimit"`
-	Burst     int     `json:"burst"`
+	URL          string  `json:"url"`
+	Token        string  `json:"token"`
+	TokenFile    string  `json:"tokenFile"`
+	Timeout      string  `json:"timeout"`
+	RateLimit    float64 `json:"rateLimit"`
+	Burst        int     `json:"burst"`
+	ForeignNodes string  `json:"foreignNodes"`
 }
 
 // String describes the config without its token.
@@ -64,7 +81,7 @@ func (c Config) String() string {
 	if c.Token != "" {
 		tok = "<redacted>"
 	}
-	return fmt.Sprintf("minicloud config{url: %q, token: %s, tokenFile: %q, timeout: %s, rateLimit: %g, burst: %d}", c.URL, tok, c.TokenFile, c.Timeout, c.RateLimit, c.Burst)
+	return fmt.Sprintf("minicloud config{url: %q, token: %s, tokenFile: %q, timeout: %s, rateLimit: %g, burst: %d, foreignNodes: %s}", c.URL, tok, c.TokenFile, c.Timeout, c.RateLimit, c.Burst, c.ForeignNodes)
 }
 
 // ErrNoConfig is returned when the provider gets no cloud config at all.
@@ -111,6 +128,14 @@ func ParseConfig(r io.Reader) (*Config, error) {
 		return nil, errors.New("minicloud config: burst: needs rateLimit")
 	}
 	cfg.RateLimit, cfg.Burst = raw.RateLimit, raw.Burst
+	switch f := ForeignNodes(raw.ForeignNodes); f {
+	case "", ForeignNodesSkip:
+		cfg.ForeignNodes = ForeignNodesSkip
+	case ForeignNodesInternalIP:
+		cfg.ForeignNodes = f
+	default:
+		return nil, fmt.Errorf("minicloud config: foreignNodes: %q is neither %q nor %q", raw.ForeignNodes, ForeignNodesSkip, ForeignNodesInternalIP)
+	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}

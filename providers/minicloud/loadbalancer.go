@@ -1,6 +1,7 @@
 package minicloud
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -35,8 +36,9 @@ var ErrUnsupported = errors.New("not supported by minicloud")
 // loadBalancers implements cloudprovider.LoadBalancer and
 // pcp.LoadBalancerLister.
 type loadBalancers struct {
-	api  *client.Client
-	inst *instances
+	api          *client.Client
+	inst         *instances
+	foreignNodes ForeignNodes
 }
 
 var (
@@ -108,15 +110,24 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	}
 	switch {
 	case lb == nil:
-		if lb, err = l.create(ctx, clusterName, svc, spec); err != nil {
+		err = l.send(ctx, what, spec.Targets, func(targets []api.Target) error {
+			spec.Targets = targets
+			lb, err = l.create(ctx, clusterName, svc, spec)
+			return err
+		})
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", what, err)
 		}
 	case !sameSpec(lb, spec):
-		updated, err := l.api.UpdateLoadBalancer(ctx, lb.ID, spec)
+		id := lb.ID
+		err = l.send(ctx, what, spec.Targets, func(targets []api.Target) error {
+			spec.Targets = targets
+			lb, err = l.api.UpdateLoadBalancer(ctx, id, spec)
+			return err
+		})
 		if err != nil {
-			return nil, classify(fmt.Sprintf("%s: update %s", what, lb.ID), err)
+			return nil, classify(fmt.Sprintf("%s: update %s", what, id), err)
 		}
-		lb = updated
 	}
 	if st := statusOf(lb); st != nil {
 		return st, nil
@@ -176,8 +187,11 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 		return nil
 	}
 	spec := specFrom(lb)
-	spec.Targets = targets
-	_, err = l.api.UpdateLoadBalancer(ctx, lb.ID, spec)
+	err = l.send(ctx, what, targets, func(targets []api.Target) error {
+		spec.Targets = targets
+		_, err := l.api.UpdateLoadBalancer(ctx, lb.ID, spec)
+		return err
+	})
 	return classify(fmt.Sprintf("%s: update %s", what, lb.ID), err)
 }
 
@@ -285,11 +299,14 @@ func specOf(clusterName string, svc *v1.Service) (api.LoadBalancerSpec, error) {
 	return spec, nil
 }
 
-// targetsOf returns the instances of nodes, sorted. Nodes of other
-// providers are skipped; nodes without a provider ID are matched to
-// instances by name (one listing).
+// targetsOf returns the targets of nodes, sorted: the instances of minicloud
+// nodes (nodes without a provider ID are matched to instances by name, with
+// one listing) and, when the config says other providers' nodes are reachable
+// (foreignNodes: internalIP), the first InternalIP of each of those. Other
+// nodes are left out.
 func (l *loadBalancers) targetsOf(ctx context.Context, nodes []*v1.Node) ([]api.Target, error) {
 	ids := map[string]bool{}
+	ips := map[string]bool{}
 	var unnamed []string
 	for _, n := range nodes {
 		switch id, err := InstanceIDOf(n.Spec.ProviderID); {
@@ -297,6 +314,10 @@ func (l *loadBalancers) targetsOf(ctx context.Context, nodes []*v1.Node) ([]api.
 			ids[id] = true
 		case n.Spec.ProviderID == "":
 			unnamed = append(unnamed, n.Name)
+		case l.foreignNodes == ForeignNodesInternalIP:
+			if ip := internalIP(n); ip != "" {
+				ips[ip] = true
+			}
 		}
 	}
 	if len(unnamed) > 0 {
@@ -314,12 +335,70 @@ func (l *loadBalancers) targetsOf(ctx context.Context, nodes []*v1.Node) ([]api.
 			}
 		}
 	}
-	targets := make([]api.Target, 0, len(ids))
+	targets := make([]api.Target, 0, len(ids)+len(ips))
 	for id := range ids {
 		targets = append(targets, api.Target{InstanceID: id})
 	}
-	slices.SortFunc(targets, func(a, b api.Target) int { return strings.Compare(a.InstanceID, b.InstanceID) })
+	for ip := range ips {
+		targets = append(targets, api.Target{IP: ip})
+	}
+	sortTargets(targets)
 	return targets, nil
+}
+
+// sortTargets orders targets: instances by ID, then addresses.
+func sortTargets(targets []api.Target) {
+	slices.SortFunc(targets, func(a, b api.Target) int {
+		return cmp.Or(
+			cmp.Compare(len(a.IP), 0)-cmp.Compare(len(b.IP), 0), // instances first
+			strings.Compare(a.InstanceID, b.InstanceID),
+			strings.Compare(a.IP, b.IP))
+	})
+}
+
+// internalIP is the node's first InternalIP, "" when it has none.
+func internalIP(n *v1.Node) string {
+	for _, a := range n.Status.Addresses {
+		if a.Type == v1.NodeInternalIP {
+			return a.Address
+		}
+	}
+	return ""
+}
+
+// send runs a create or update with targets. When minicloud rejects it as
+// invalid and some of the instance targets no longer exist (a machine deleted
+// while its Node is still kept, e.g. by stratus's deletion guard), it sends once
+// more without them: one machine that is gone must not keep a load balancer
+// from every other backend. Any other rejection is returned as it is.
+func (l *loadBalancers) send(ctx context.Context, what string, targets []api.Target, do func([]api.Target) error) error {
+	err := do(targets)
+	if !client.IsInvalid(err) || !slices.ContainsFunc(targets, func(t api.Target) bool { return t.InstanceID != "" }) {
+		return err
+	}
+	all, lerr := l.inst.ListInstances(ctx)
+	if lerr != nil {
+		return err
+	}
+	exists := make(map[string]bool, len(all))
+	for _, in := range all {
+		if id, idErr := InstanceIDOf(in.Metadata.ProviderID); idErr == nil {
+			exists[id] = true
+		}
+	}
+	var gone []string
+	kept := slices.DeleteFunc(slices.Clone(targets), func(t api.Target) bool {
+		if t.InstanceID != "" && !exists[t.InstanceID] {
+			gone = append(gone, t.InstanceID)
+			return true
+		}
+		return false
+	})
+	if len(gone) == 0 {
+		return err
+	}
+	klog.FromContext(ctx).Info("Leaving out load balancer targets whose instances do not exist", "what", what, "instances", gone)
+	return do(kept)
 }
 
 // specFrom is the spec that recreates lb as it is.
@@ -332,7 +411,7 @@ func sameSpec(lb *api.LoadBalancer, spec api.LoadBalancerSpec) bool {
 	cur := specFrom(lb)
 	cur.Name = spec.Name
 	sortedTargets := slices.Clone(cur.Targets)
-	slices.SortFunc(sortedTargets, func(a, b api.Target) int { return strings.Compare(a.InstanceID, b.InstanceID) })
+	sortTargets(sortedTargets)
 	cur.Targets = sortedTargets
 	if cur.HealthCheck != nil && spec.HealthCheck != nil && spec.HealthCheck.IntervalSeconds == 0 {
 		// The server fills in its default interval.

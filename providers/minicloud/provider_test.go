@@ -7,11 +7,13 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -680,3 +682,118 @@ func TestRegistration(t *testing.T) {
 }
 
 func second[T any](_ T, ok bool) bool { return ok }
+
+// A backend whose instance is gone (its Node still kept by the deletion guard)
+// does not fail the load balancer: create and update leave it out, and the
+// other backends get the traffic.
+func TestLoadBalancerLeavesOutGoneTargets(t *testing.T) {
+	ctx := context.Background()
+	f := newLBFixture(t)
+	gone := createInstance(t, f.mc, "node-gone", false)
+	if err := f.mc.Client.DeleteInstance(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	nodes := append(slices.Clone(f.nodes), node("node-gone", ProviderID(gone.ID)))
+
+	// Create.
+	svc := f.service(8080)
+	st := f.ensure(t, cluster, svc, nodes)
+	lbs, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+	if err != nil || len(lbs) != 1 {
+		t.Fatalf("cloud has load balancers %+v (%v), want exactly one", lbs, err)
+	}
+	if got := targetIDs(lbs[0].Targets); !slices.Equal(got, instanceIDs(f.nodes)) {
+		t.Errorf("targets after create = %v, want %v (without the gone %s)", got, instanceIDs(f.nodes), gone.ID)
+	}
+	waitBackends(t, net.JoinHostPort(st.Ingress[0].IP, "8080"), "node-a", "node-b")
+
+	// Update: node-b's instance goes too; node-a keeps the traffic.
+	if err := f.mc.Client.DeleteInstance(ctx, instanceIDs(f.nodes[1:])[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.lb.UpdateLoadBalancer(ctx, cluster, svc, nodes); err != nil {
+		t.Fatalf("UpdateLoadBalancer with gone backends: %v", err)
+	}
+	lbs, err = f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+	if err != nil || len(lbs) != 1 {
+		t.Fatalf("cloud has load balancers %+v (%v), want exactly one", lbs, err)
+	}
+	if got, want := targetIDs(lbs[0].Targets), instanceIDs(f.nodes[:1]); !slices.Equal(got, want) {
+		t.Errorf("targets after update = %v, want %v", got, want)
+	}
+	waitBackends(t, net.JoinHostPort(st.Ingress[0].IP, "8080"), "node-a")
+}
+
+func targetIDs(targets []api.Target) []string {
+	var ids []string
+	for _, t := range targets {
+		ids = append(ids, t.InstanceID)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func instanceIDs(nodes []*v1.Node) []string {
+	var ids []string
+	for _, n := range nodes {
+		id, _ := InstanceIDOf(n.Spec.ProviderID)
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// With foreignNodes: internalIP, nodes of other providers (a hybrid cluster)
+// are targets by their InternalIP and get the traffic; by default they are
+// left out.
+func TestLoadBalancerForeignNodes(t *testing.T) {
+	ctx := context.Background()
+	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 100 * time.Millisecond})
+	// An address on loopback that is no minicloud instance's: a machine of
+	// another cloud that minicloud can reach.
+	const foreignIP = "127.77.0.9"
+	be := minicloudtest.StartBackend(t, "vsphere-node", foreignIP, minicloudtest.BackendOptions{TCP: true})
+	foreign := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "vsphere-node"},
+		Spec: v1.NodeSpec{ProviderID: "vsphere://4213abcd-0000-0000-0000-000000000001"},
+		Status: v1.NodeStatus{Addresses: []v1.NodeAddress{
+			{Type: v1.NodeHostName, Address: "vsphere-node"}, {Type: v1.NodeInternalIP, Address: foreignIP}}}}
+	noIP := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "no-ip"}, Spec: v1.NodeSpec{ProviderID: "vsphere://4213abcd-0000-0000-0000-000000000002"}}
+	svc := &v1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hybrid", UID: types.UID("6f0c3d2e-1b2a-4c9b-8d7e-2f1a3b4c5d6f")},
+		Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer,
+			Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 8080, NodePort: int32(be.Port)}}},
+	}
+	for _, tc := range []struct {
+		config string
+		want   []api.Target
+	}{
+		{"", nil},
+		{"foreignNodes: skip\n", nil},
+		{"foreignNodes: internalIP\n", []api.Target{{IP: foreignIP}}},
+	} {
+		conf := fmt.Sprintf("url: %s\ntoken: %s\n%s", mc.URL, mc.Token, tc.config)
+		raw, err := cloudprovider.GetCloudProvider(ProviderName, strings.NewReader(conf))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lbs, _ := raw.LoadBalancer()
+		f := &lbFixture{mc: mc, lb: lbs}
+		st := f.ensure(t, cluster, svc, []*v1.Node{foreign, noIP})
+		list, err := mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+		if err != nil || len(list) != 1 {
+			t.Fatalf("%q: load balancers %+v, %v", tc.config, list, err)
+		}
+		if !cmp.Equal(list[0].Targets, tc.want, cmpopts.EquateEmpty()) {
+			t.Errorf("%q: targets %+v, want %+v", tc.config, list[0].Targets, tc.want)
+		}
+		if len(tc.want) > 0 {
+			waitBackends(t, net.JoinHostPort(st.Ingress[0].IP, "8080"), "vsphere-node")
+		}
+		if err := lbs.EnsureLoadBalancerDeleted(ctx, cluster, svc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ParseConfig(strings.NewReader(fmt.Sprintf("url: %s\ntoken: x\nforeignNodes: all\n", mc.URL))); err == nil || !strings.Contains(err.Error(), "foreignNodes") {
+		t.Errorf("foreignNodes: all: err = %v, want an error naming foreignNodes", err)
+	}
+}
