@@ -77,6 +77,11 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 	if err := c.Watch(source.Kind(mgr.GetCache(), &v1.Node{}, &handler.TypedEnqueueRequestForObject[*v1.Node]{}, relevantChange())); err != nil {
 		return false, fmt.Errorf("cloud node controller: watch nodes: %w", err)
 	}
+	// Nodes whose initialization failed during a provider's outage are
+	// retried when it answers again, not when their backoff ends.
+	if err := c.Watch(cloud.ChangeSource(clouds, r.recovered)); err != nil {
+		return false, fmt.Errorf("cloud node controller: watch provider recoveries: %w", err)
+	}
 	ref := &refresher{client: mgr.GetClient(), clouds: clouds, opts: opts}
 	if err := mgr.Add(ref); err != nil {
 		return false, fmt.Errorf("cloud node controller: address refresh: %w", err)
@@ -109,6 +114,27 @@ type reconciler struct {
 	reader   client.Reader // the API server, for re-reads after a conflict
 	clouds   *cloud.Set
 	recorder record.EventRecorder
+}
+
+// recovered returns the nodes to sync at once after a change of p: when p
+// answers again after an outage, the uninitialized nodes it owns.
+func (r *reconciler) recovered(ctx context.Context, p *cloud.Provider, ch cloud.Change) []reconcile.Request {
+	if ch != cloud.Recovered {
+		return nil
+	}
+	var nodes v1.NodeList
+	if err := r.client.List(ctx, &nodes); err != nil {
+		log.FromContext(ctx).Error(err, "List nodes to retry after the provider recovered", "provider", p.Name())
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if hasTaint(n, cloudproviderapi.TaintExternalCloudProvider) && r.clouds.ForNode(n) == p {
+			reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Name: n.Name}})
+		}
+	}
+	return reqs
 }
 
 // Reconcile syncs one node: initialization when it carries the uninitialized

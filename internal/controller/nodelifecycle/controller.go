@@ -67,7 +67,20 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 		strikes:  map[types.UID]*strikes{},
 		reported: map[types.UID]BlockReason{},
 		budgets:  map[*cloud.Provider]*deletionBudget{},
+		changed:  make(chan struct{}, 1),
 	}
+	// A provider whose instances changed (a watch reported it, or a listing
+	// made for another controller showed it) gets a pass at once rather than
+	// at the next period.
+	clouds.Subscribe(func(_ *cloud.Provider, ch cloud.Change) {
+		if ch != cloud.InstancesChanged {
+			return
+		}
+		select {
+		case c.changed <- struct{}{}:
+		default: // a pass is due already
+		}
+	})
 	if err := mgr.Add(c); err != nil {
 		return false, fmt.Errorf("cloud node lifecycle controller: %w", err)
 	}
@@ -93,14 +106,28 @@ type controller struct {
 	// guard holding a node back for many passes emits one event per reason.
 	reported map[types.UID]BlockReason
 	budgets  map[*cloud.Provider]*deletionBudget
+	// changed asks for a pass before the period ends (a provider's instances
+	// changed).
+	changed chan struct{}
 }
 
-// Start runs a pass at once and then MonitorPeriod after each pass ends, until ctx
-// is done.
+// Start runs a pass at once and then MonitorPeriod after each pass ends, or
+// sooner when a provider reports that its instances changed, until ctx is done.
 func (c *controller) Start(ctx context.Context) error {
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName("cloud-node-lifecycle"))
-	wait.UntilWithContext(ctx, c.pass, c.opts.MonitorPeriod)
-	return nil
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-c.changed:
+			t.Stop()
+		}
+		c.pass(ctx)
+		t.Reset(c.opts.MonitorPeriod)
+	}
 }
 
 // check is what one pass learned about a NotReady node.

@@ -52,6 +52,10 @@ type cachedService struct {
 	// answers it).
 	provisioningRetry time.Duration
 	provisioningDue   time.Time
+	// failed is true while the Service's last sync ended in an error; when
+	// its provider recovers from an outage, such Services are synced at once
+	// instead of when their backoff ends.
+	failed bool
 }
 
 // serviceCache is the in-memory cache of synced Services, keyed by namespace/name.
@@ -159,6 +163,28 @@ func (c *serviceCache) nodesOf(key types.NamespacedName) nodeSet {
 		return e.nodes
 	}
 	return nil
+}
+
+// setFailed records whether key's last sync failed; it creates no entry.
+func (c *serviceCache) setFailed(key types.NamespacedName, failed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e, ok := c.m[key]; ok {
+		e.failed = failed
+	}
+}
+
+// failedOf returns the keys of the Services served by p whose last sync failed.
+func (c *serviceCache) failedOf(p *cloud.Provider) []types.NamespacedName {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []types.NamespacedName
+	for k, e := range c.m {
+		if e.failed && e.provider == p {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // keys returns the keys of all entries.

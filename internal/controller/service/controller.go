@@ -109,6 +109,9 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 	if err := svcCtrl.Watch(source.Channel(c.retries, &handler.EnqueueRequestForObject{})); err != nil {
 		return false, fmt.Errorf("service controller: watch retries: %w", err)
 	}
+	if err := svcCtrl.Watch(cloud.ChangeSource(clouds, c.recovered)); err != nil {
+		return false, fmt.Errorf("service controller: watch provider recoveries: %w", err)
+	}
 
 	nodeCtrl, err := controller.New(Name+"-nodes", mgr, controller.Options{
 		Reconciler:              nodeSyncer{c},
@@ -120,10 +123,31 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 	if err := nodeCtrl.Watch(source.Kind(mgr.GetCache(), &v1.Node{}, nodeEvents(opts.NodeUpdateWindow))); err != nil {
 		return false, fmt.Errorf("service controller: watch nodes: %w", err)
 	}
+	// A node whose machine turns out to be gone leaves the backends although
+	// the Node object did not change.
+	if err := nodeCtrl.Watch(cloud.ChangeSource(clouds, func(context.Context, *cloud.Provider, cloud.Change) []reconcile.Request {
+		return []reconcile.Request{nodesKey}
+	})); err != nil {
+		return false, fmt.Errorf("service controller: watch instance changes: %w", err)
+	}
 	if err := mgr.Add(&periodic{c}); err != nil {
 		return false, fmt.Errorf("service controller: %w", err)
 	}
 	return true, nil
+}
+
+// recovered returns the Services to sync at once after a change of p: when p
+// answers again after an outage, those whose last sync failed.
+func (c *Controller) recovered(_ context.Context, p *cloud.Provider, ch cloud.Change) []reconcile.Request {
+	if ch != cloud.Recovered {
+		return nil
+	}
+	keys := c.cache.failedOf(p)
+	reqs := make([]reconcile.Request, len(keys))
+	for i, k := range keys {
+		reqs[i] = reconcile.Request{NamespacedName: k}
+	}
+	return reqs
 }
 
 func supportsLB(p *cloud.Provider) bool {

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -112,4 +113,112 @@ func (h *harness) createServiceWithFreeNodePort(t *testing.T) int32 {
 	}
 	t.Fatalf("create service web with a free NodePort: %v", lastErr)
 	return 0
+}
+
+// A machine that is gone while its Node is kept (as the node lifecycle
+// controller's deletion guard keeps it for minutes) affects no load balancer:
+// a Service created meanwhile gets its load balancer with the other nodes,
+// and once an instance listing shows the machine gone, existing load
+// balancers drop it although no Node changed.
+func TestMinicloudGoneMachineLeavesBackends(t *testing.T) {
+	ctx := context.Background()
+	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 100 * time.Millisecond})
+	p := cloud.NewProvider(mcprovider.ProviderName, mcprovider.NewFromClient(mc.Client), cloud.WithInstanceCacheFreshness(100*time.Millisecond))
+	h, _ := startIn(t, testenv.Get(t).Namespace(t), nil, cloud.Single(p), Options{ClusterName: "mc-gone-test"})
+	var ids []string
+	for i := range 3 {
+		inst, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: h.nodeName(i), Type: "mc.small", Zone: "mc-central-a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, inst.ID)
+		h.createNodes(i, i+1, func(n *v1.Node) { n.Spec.ProviderID = mcprovider.ProviderID(inst.ID) })
+	}
+	targets := func(name string) []string {
+		svc := h.getService(name)
+		lbs, err := mc.Client.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{mcprovider.TagServiceUID: string(svc.UID)}})
+		if err != nil || len(lbs) != 1 {
+			return nil
+		}
+		var out []string
+		for _, tg := range lbs[0].Targets {
+			out = append(out, tg.InstanceID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	h.createService(lbService("web", func(s *v1.Service) { s.Spec.Ports[0].NodePort = 0 }))
+	h.waitIngress("web", 30*time.Second)
+	if got := targets("web"); !slices.Equal(got, ids) {
+		t.Fatalf("web's targets = %v, want %v", got, ids)
+	}
+
+	// The third machine goes; its Node stays.
+	if err := mc.Client.DeleteInstance(ctx, ids[2]); err != nil {
+		t.Fatal(err)
+	}
+	h.createService(lbService("repro"))
+	h.waitIngress("repro", 30*time.Second)
+	if got := targets("repro"); !slices.Equal(got, ids[:2]) {
+		t.Errorf("repro's targets = %v, want %v", got, ids[:2])
+	}
+	if c := h.getService("repro"); !slices.ContainsFunc(c.Status.Conditions, func(c metav1.Condition) bool {
+		return c.Type == ConditionLoadBalancerReady && c.Status == metav1.ConditionTrue
+	}) {
+		t.Errorf("repro's conditions = %+v, want LoadBalancerReady True", c.Status.Conditions)
+	}
+
+	// An instance listing (the node lifecycle controller makes one every pass
+	// while a Node is NotReady) shows the machine gone: web drops it.
+	gone, err := h.cs.CoreV1().Nodes().Get(ctx, h.nodeName(2), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.eventually(30*time.Second, "a listing that shows the machine gone", func() (bool, error) {
+		_, _, err := p.ListInstances(ctx)
+		return err == nil && p.KnownGone(gone), nil
+	})
+	h.eventually(30*time.Second, "web's load balancer without the gone machine", func() (bool, error) {
+		return slices.Equal(targets("web"), ids[:2]), nil
+	})
+	if _, err := h.cs.CoreV1().Nodes().Get(ctx, h.nodeName(2), metav1.GetOptions{}); err != nil {
+		t.Errorf("the Node of the gone machine: %v; the service controller must not touch Nodes", err)
+	}
+}
+
+// A Service whose load balancer failed during a cloud outage is synced again
+// as soon as the provider answers again, not when its backoff ends.
+func TestMinicloudServicesHealWhenTheCloudRecovers(t *testing.T) {
+	ctx := context.Background()
+	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 100 * time.Millisecond})
+	p := cloud.NewProvider(mcprovider.ProviderName, mcprovider.NewFromClient(mc.Client),
+		cloud.WithInstanceCacheFreshness(time.Millisecond), cloud.WithBudget(cloud.BudgetConfig{MaxRetries: -1}))
+	// A backoff far beyond the test's deadlines: only the recovery can retry.
+	h, _ := startIn(t, testenv.Get(t).Namespace(t), nil, cloud.Single(p),
+		Options{ClusterName: "mc-heal-test", RetryBaseDelay: time.Hour, RetryMaxDelay: time.Hour})
+	inst, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: h.nodeName(0), Type: "mc.small", Zone: "mc-central-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.createNodes(0, 1, func(n *v1.Node) { n.Spec.ProviderID = mcprovider.ProviderID(inst.ID) })
+
+	if _, err := mc.Client.SetFaults(ctx, api.Faults{ErrorRate: 1}); err != nil {
+		t.Fatal(err)
+	}
+	h.createService(lbService("web"))
+	h.waitCondition("web", ReasonCloudError, 30*time.Second)
+	// The outage: other controllers' calls fail too (the lifecycle
+	// controller lists instances every few seconds).
+	for range 3 {
+		if _, _, err := p.ListInstances(ctx); err == nil {
+			t.Fatal("a listing succeeded during the outage")
+		}
+	}
+	if _, err := mc.Client.SetFaults(ctx, api.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := p.ListInstances(ctx); err != nil {
+		t.Fatalf("listing after the outage: %v", err)
+	}
+	h.waitIngress("web", 30*time.Second)
 }

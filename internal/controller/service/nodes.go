@@ -86,6 +86,10 @@ func nodeEvents(window time.Duration) handler.TypedEventHandler[*v1.Node, reconc
 // The nodes are shared with the cache: nobody may modify them (the cloud-provider
 // contract already requires providers to treat them as read-only).
 //
+// A node whose machine the cloud layer knows to be gone is left out: the node
+// lifecycle controller's guard may keep such a Node for minutes, and a machine
+// that does not exist serves no traffic (clouds reject it as a target).
+//
 // A node that joined less than NodeInitWait ago and is not initialized yet
 // (joining) is left out while other backends exist: its initialization sets
 // its provider ID, which triggers a backend update that names it. recheck is
@@ -100,7 +104,7 @@ func (c *Controller) backends(ctx context.Context) (nodes []*v1.Node, recheck ti
 	now := time.Now()
 	for i := range list.Items {
 		n := &list.Items[i]
-		if !IsBackend(n) {
+		if !IsBackend(n) || c.knownGone(n) {
 			continue
 		}
 		all = append(all, n)
@@ -116,6 +120,13 @@ func (c *Controller) backends(ctx context.Context) (nodes []*v1.Node, recheck ti
 		return all, 0, nil
 	}
 	return ready, recheck, nil
+}
+
+// knownGone reports whether the provider that owns node knows its machine is
+// gone (without asking the cloud).
+func (c *Controller) knownGone(node *v1.Node) bool {
+	p := c.clouds.ForNode(node)
+	return p != nil && p.KnownGone(node)
 }
 
 // joining reports whether the node controller has yet to initialize node:

@@ -14,7 +14,7 @@ const (
 	DefaultResyncPeriod      = 10 * time.Minute
 	DefaultOrphanGracePeriod = 5 * time.Minute
 	DefaultRetryBaseDelay    = 5 * time.Second
-	DefaultRetryMaxDelay     = 300 * time.Second
+	DefaultRetryMaxDelay     = 60 * time.Second
 )
 
 // Options configures the service controller. Zero values take the defaults.

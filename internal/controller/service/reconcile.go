@@ -22,8 +22,17 @@ import (
 
 // Reconcile syncs one Service's load balancer. It never waits for the cloud to
 // finish provisioning: a RetryError requeues the Service after exactly its delay.
+// A failed sync is remembered, so that the Service is synced again as soon as its
+// provider recovers from an outage.
 func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	defer c.locks.lock(req.NamespacedName)()
+	res, err := c.sync(ctx, req)
+	c.cache.setFailed(req.NamespacedName, err != nil)
+	return res, err
+}
+
+// sync is Reconcile under the Service's lock.
+func (c *Controller) sync(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	svc := &v1.Service{}
 	if err := c.client.Get(ctx, req.NamespacedName, svc); err != nil {
 		if !apierrors.IsNotFound(err) {
