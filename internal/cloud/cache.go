@@ -194,8 +194,8 @@ func (c *instanceCache) listShared(ctx context.Context, notBefore time.Time) (*s
 			c.snap = snap
 		}
 		c.mu.Unlock()
-		// The first listing is no change: nothing was decided on an earlier one.
-		if replaced && prev != nil && !prev.invalidated.Load() && prev.fingerprint != snap.fingerprint {
+		// The first listing is a change too: before it, nothing was known gone.
+		if replaced && (prev == nil || !prev.invalidated.Load() && prev.fingerprint != snap.fingerprint) {
 			c.p.notify(InstancesChanged)
 		}
 		return snap, nil
