@@ -30,8 +30,10 @@
 // Run-time operations act on VMs by name: PowerOff, PowerOn, ShutdownGuest,
 // Destroy, Create and SetGuest; Stop and Start take the whole server down
 // (connections refused) and bring the same inventory back on the same
-// address. CloudConfig writes the upstream provider's YAML cloud config for
-// the server. Close removes the simulator's temporary datastore folders and
+// address. With Options.Control the same address also serves a small JSON
+// control API under ControlPath for these operations, which Remote drives
+// from another process (`stratus vcsim vm ...`). CloudConfig writes the
+// upstream provider's YAML cloud config for the server. Close removes the simulator's temporary datastore folders and
 // the CA file.
 //
 // Differences from a real vCenter that tests can trip on: sessions never

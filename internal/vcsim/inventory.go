@@ -22,6 +22,16 @@ import (
 // ErrNotFound is returned (wrapped) for a VM name that matches no VM.
 var ErrNotFound = errors.New("no such VM")
 
+// inputError is an error of the caller's input (a VMSpec, a Guest), which
+// the control API answers with 400.
+type inputError struct{ msg string }
+
+func (e *inputError) Error() string { return e.msg }
+
+func invalid(format string, args ...any) error {
+	return &inputError{fmt.Sprintf(format, args...)}
+}
+
 // Node VM hardware: the upstream provider derives the instance type
 // "vsphere-vm.cpu-2.mem-4gb.os-ubuntu" from it.
 const (
@@ -54,40 +64,41 @@ type inventory struct {
 
 // Guest is what VMware Tools would report from inside a VM.
 type Guest struct {
-	Hostname string
-	NICs     []NIC
+	Hostname string `json:"hostname"`
+	NICs     []NIC  `json:"nics,omitempty"`
 }
 
 // NIC is one guest network adapter: guest.net[i].
 type NIC struct {
-	Network string   // the port group name, e.g. "VM Network"
-	IPs     []string // IPv4 and IPv6 addresses
+	Network string   `json:"network"` // the port group name, e.g. "VM Network"
+	IPs     []string `json:"ips"`     // IPv4 and IPv6 addresses
 }
 
 // VM is a VM as the simulator holds it.
 type VM struct {
-	Name         string
-	Ref          types.ManagedObjectReference
-	UUID         string // config.uuid, the BIOS UUID (lowercase)
-	InstanceUUID string // config.instanceUuid
-	PowerState   types.VirtualMachinePowerState
-	Host         string // the HostSystem's name
-	Datacenter   string
-	Zone, Region string // the names of the tags of its zone and region
-	Guest        Guest
+	Name         string                         `json:"name"`
+	Ref          types.ManagedObjectReference   `json:"ref"`
+	UUID         string                         `json:"uuid"`         // config.uuid, the BIOS UUID (lowercase)
+	InstanceUUID string                         `json:"instanceUuid"` // config.instanceUuid
+	PowerState   types.VirtualMachinePowerState `json:"powerState"`
+	Host         string                         `json:"host"` // the HostSystem's name
+	Datacenter   string                         `json:"datacenter"`
+	Zone         string                         `json:"zone"`   // the name of its zone tag
+	Region       string                         `json:"region"` // the name of its region tag
+	Guest        Guest                          `json:"guest"`
 }
 
 // VMSpec describes a VM for Create.
 type VMSpec struct {
-	Name string
+	Name string `json:"name"`
 	// Zone is the zone tag name to place the VM in (default: the next zone
 	// round-robin, continuing after the node VMs).
-	Zone string
+	Zone string `json:"zone,omitempty"`
 	// Guest is the guest info to report (default: hostname Name and the
 	// next node addresses, see NodeIPv4).
-	Guest *Guest
+	Guest *Guest `json:"guest,omitempty"`
 	// PoweredOff leaves the VM off (with no guest info, as a real VM).
-	PoweredOff bool
+	PoweredOff bool `json:"poweredOff,omitempty"`
 }
 
 // NodeIPv4 returns the IPv4 address of the VM with index i:
@@ -505,10 +516,10 @@ func (s *Server) Destroy(ctx context.Context, name string) error {
 // network of Options.Network, powered on with guest info.
 func (s *Server) Create(ctx context.Context, spec VMSpec) (VM, error) {
 	if spec.Name == "" {
-		return VM{}, errors.New("vcsim: create VM: Name is empty")
+		return VM{}, invalid("vcsim: create VM: Name is empty")
 	}
 	if _, err := s.lookup(spec.Name); err == nil {
-		return VM{}, fmt.Errorf("vcsim: create VM %s: a VM with that name exists", spec.Name)
+		return VM{}, invalid("vcsim: create VM %s: a VM with that name exists", spec.Name)
 	}
 	s.inv.mu.Lock()
 	i := s.inv.next
@@ -523,14 +534,14 @@ func (s *Server) Create(ctx context.Context, spec VMSpec) (VM, error) {
 			}
 		}
 		if z == nil {
-			return VM{}, fmt.Errorf("vcsim: create VM %s: Zone %q is none of %s", spec.Name, spec.Zone, strings.Join(s.Zones(), ", "))
+			return VM{}, invalid("vcsim: create VM %s: Zone %q is none of %s", spec.Name, spec.Zone, strings.Join(s.Zones(), ", "))
 		}
 	}
 	g := spec.Guest
 	if g == nil {
 		g = s.nodeGuest(spec.Name, i)
 	} else if err := validGuest(*g); err != nil {
-		return VM{}, fmt.Errorf("vcsim: create VM %s: %w", spec.Name, err)
+		return VM{}, invalid("vcsim: create VM %s: %v", spec.Name, err)
 	}
 	if err := s.create(ctx, spec.Name, z, i, g, spec.PoweredOff); err != nil {
 		return VM{}, err
@@ -543,7 +554,7 @@ func (s *Server) Create(ctx context.Context, spec VMSpec) (VM, error) {
 // the NICs' MAC addresses. Property collectors see the change.
 func (s *Server) SetGuest(ctx context.Context, name string, g Guest) error {
 	if err := validGuest(g); err != nil {
-		return fmt.Errorf("vcsim: set guest of VM %s: %w", name, err)
+		return invalid("vcsim: set guest of VM %s: %v", name, err)
 	}
 	ref, err := s.lookup(name)
 	if err != nil {

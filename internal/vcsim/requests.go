@@ -57,6 +57,7 @@ type httpFault struct {
 type front struct {
 	next    http.Handler
 	latency time.Duration
+	control http.Handler // the control API, or nil
 
 	mu     sync.Mutex
 	counts map[[2]string]int // {kind, key}
@@ -68,6 +69,10 @@ func newFront(next http.Handler, latency time.Duration) *front {
 }
 
 func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if f.control != nil && strings.HasPrefix(r.URL.Path, ControlPath) {
+		f.control.ServeHTTP(w, r)
+		return
+	}
 	kind, key := classify(r)
 	f.mu.Lock()
 	f.counts[[2]string{kind, key}]++

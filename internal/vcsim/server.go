@@ -88,6 +88,11 @@ type Options struct {
 	SessionTimeout time.Duration
 	// Latency delays every request, standing in for a real vCenter's.
 	Latency time.Duration
+	// CAFile is where to write the certificate in PEM (default: a file in a
+	// temporary folder that Close removes; a file named here is kept).
+	CAFile string
+	// Control serves the control API under ControlPath (see Remote).
+	Control bool
 }
 
 // Server is a running simulated vCenter. Its methods are safe for
@@ -184,6 +189,9 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	s.sim = svc.NewServer()
 	s.pointAt(s.sim.URL.Host)
 	s.front = newFront(svc.ServeMux, opts.Latency)
+	if opts.Control {
+		s.front.control = controlHandler(s)
+	}
 	s.serve(ln)
 	started = true
 
@@ -373,8 +381,11 @@ func (s *Server) CACertPEM() []byte {
 // CAFile returns the path of a file holding CACertPEM (removed by Close),
 // or "" without TLS.
 func (s *Server) CAFile() string {
-	if s.opts.DisableTLS {
+	switch {
+	case s.opts.DisableTLS:
 		return ""
+	case s.opts.CAFile != "":
+		return s.opts.CAFile
 	}
 	return filepath.Join(s.dir, "ca.pem")
 }

@@ -730,3 +730,91 @@ func mustAtoi(t *testing.T, s string) float64 {
 	}
 	return float64(n)
 }
+
+func TestRemote(t *testing.T) {
+	s := start(t, vcsim.Options{VMs: 2, Control: true})
+	ctx := testContext(t)
+	c := client(t, s)
+	server := "https://" + s.Addr()
+	for _, trust := range []vcsim.RemoteOptions{{CAFile: s.CAFile()}, {Thumbprint: s.Thumbprint()}} {
+		trust.Server, trust.Username, trust.Password = server, "user", "pass"
+		r, err := vcsim.NewRemote(trust)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if vms, err := r.VMs(ctx); err != nil || len(vms) < 2 {
+			t.Errorf("VMs with %+v: %v, %v", trust, vms, err)
+		}
+	}
+	r, err := vcsim.NewRemote(vcsim.RemoteOptions{Server: server, Username: "user", Password: "pass", CAFile: s.CAFile()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vm, err := r.PowerOff(ctx, "node-0"); err != nil || vm.PowerState != types.VirtualMachinePowerStatePoweredOff {
+		t.Errorf("PowerOff: %+v, %v", vm, err)
+	}
+	if got := powerState(t, c, "node-0"); got != types.VirtualMachinePowerStatePoweredOff {
+		t.Errorf("after remote PowerOff: %s", got)
+	}
+	if vm, err := r.PowerOn(ctx, "node-0"); err != nil || vm.PowerState != types.VirtualMachinePowerStatePoweredOn {
+		t.Errorf("PowerOn: %+v, %v", vm, err)
+	}
+	if vm, err := r.ShutdownGuest(ctx, "node-0"); err != nil || vm.PowerState != types.VirtualMachinePowerStatePoweredOff {
+		t.Errorf("ShutdownGuest: %+v, %v", vm, err)
+	}
+	vm, err := r.Create(ctx, vcsim.VMSpec{Name: "extra", Zone: "zone-b"})
+	if err != nil || vm.Zone != "zone-b" || vm.Guest.Hostname != "extra" {
+		t.Errorf("Create: %+v, %v", vm, err)
+	}
+	if got := guestOf(t, c, "extra"); got.Guest.IpAddress != vcsim.NodeIPv4(2) {
+		t.Errorf("created VM ip %q, want %s", got.Guest.IpAddress, vcsim.NodeIPv4(2))
+	}
+	s.ResetRequests()
+	if vm, err := r.SetGuest(ctx, "extra", vcsim.Guest{Hostname: "h", NICs: []vcsim.NIC{{Network: "VM Network", IPs: []string{"10.9.9.9"}}}}); err != nil || vm.Guest.NICs[0].IPs[0] != "10.9.9.9" {
+		t.Errorf("SetGuest: %+v, %v", vm, err)
+	}
+	if err := r.Destroy(ctx, "extra"); err != nil {
+		t.Errorf("Destroy: %v", err)
+	}
+	if _, err := r.VM(ctx, "extra"); !errors.Is(err, vcsim.ErrNotFound) {
+		t.Errorf("VM after Destroy: %v, want ErrNotFound", err)
+	}
+	if _, err := r.Create(ctx, vcsim.VMSpec{Name: "y", Zone: "nowhere"}); err == nil || !strings.Contains(err.Error(), "400") || !strings.Contains(err.Error(), "Zone") {
+		t.Errorf("Create in a bad zone: %v, want 400 naming Zone", err)
+	}
+	if n := s.Requests().Total(); n != 0 {
+		t.Errorf("control requests were counted: %+v", s.Requests())
+	}
+	guestOf(t, c, "node-1")
+	req, err := r.Requests(ctx, true)
+	if err != nil || req.SOAP["RetrievePropertiesEx"] == 0 {
+		t.Errorf("Requests: %+v, %v", req, err)
+	}
+	if n := s.Requests().Total(); n != 0 {
+		t.Errorf("after Requests(reset): %d", n)
+	}
+	bad, err := vcsim.NewRemote(vcsim.RemoteOptions{Server: server, Username: "user", Password: "nope", CAFile: s.CAFile()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bad.VMs(ctx); err == nil || !strings.Contains(err.Error(), "401") {
+		t.Errorf("wrong password: %v, want 401", err)
+	}
+	pinned, err := vcsim.NewRemote(vcsim.RemoteOptions{Server: server, Username: "user", Password: "pass", Thumbprint: strings.Repeat("AA:", 19) + "AA"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pinned.VMs(ctx); err == nil || !strings.Contains(err.Error(), "thumbprint") {
+		t.Errorf("wrong thumbprint: %v", err)
+	}
+
+	// Without Options.Control the path is the simulator's (unknown: 404).
+	plain := start(t, vcsim.Options{})
+	pr, err := vcsim.NewRemote(vcsim.RemoteOptions{Server: "https://" + plain.Addr(), Username: "user", Password: "pass", CAFile: plain.CAFile()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pr.VMs(ctx); err == nil {
+		t.Error("control API served without Options.Control")
+	}
+}
