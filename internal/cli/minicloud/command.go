@@ -5,7 +5,6 @@
 package minicloud
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratus-ccm/stratus/internal/cli/table"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 )
 
@@ -83,10 +83,5 @@ func (f *clientFlags) client() (*client.Client, error) {
 
 // print writes v as JSON, or as a table of header and rows.
 func (f *clientFlags) print(w io.Writer, v any, header []string, rows [][]string) error {
-	if f.output == "json" {
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		return enc.Encode(v)
-	}
-	return writeTable(w, header, rows)
+	return table.Print(w, f.output, v, header, rows)
 }
