@@ -1,6 +1,7 @@
 // Command stratus is the developer CLI of stratus: `stratus minicloud` runs
-// and drives the reference cloud. Each subcommand tree lives in its own
-// package under internal/cli and is added here.
+// and drives the reference cloud, `stratus vcsim` a simulated vCenter. Each
+// subcommand tree lives in its own package under internal/cli and is added
+// here.
 package main
 
 import (
@@ -13,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratus-ccm/stratus/internal/cli/minicloud"
+	"github.com/stratus-ccm/stratus/internal/cli/vcsim"
 )
 
 func main() {
@@ -33,6 +35,7 @@ func newCommand() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(minicloud.NewCommand())
+	root.AddCommand(vcsim.NewCommand())
 	root.AddCommand(newDevCommand())
 	root.AddCommand(newBenchCommand())
 	return root
