@@ -1,0 +1,75 @@
+// Package managercmd is the command line of the stratus cloud controller
+// manager: flags, version, logging and signal handling around manager.Run.
+// cmd/stratus-ccm is this command with stratus's providers compiled in;
+// other builds (hack/kubebins' stratus-cpv) compile in other providers and
+// run the same command.
+package managercmd
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"k8s.io/klog/v2"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/stratus-ccm/stratus/internal/manager"
+)
+
+// Main runs the command with the process's arguments until SIGINT or
+// SIGTERM and returns the exit code.
+func Main(version string) int {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := NewCommand(version).ExecuteContext(ctx)
+	stop()
+	klog.Flush()
+	if err != nil {
+		return 1
+	}
+	return 0
+}
+
+// NewCommand returns the stratus-ccm command; version is what --version
+// prints.
+func NewCommand(version string) *cobra.Command {
+	opts := manager.NewOptions()
+	cmd := &cobra.Command{
+		Use:   "stratus-ccm",
+		Short: "stratus cloud controller manager",
+		Long: `stratus-ccm runs the cloud node, node lifecycle, service (load balancer) and
+route controllers for one or several cloud providers. It accepts the flags of
+the upstream cloud-controller-manager; see docs/flags.md.`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if opts.Version {
+				fmt.Fprintf(cmd.OutOrStdout(), "stratus-ccm %s\n", version)
+				return nil
+			}
+			logger := klog.NewKlogr()
+			ctrl.SetLogger(logger)
+			ctx := log.IntoContext(cmd.Context(), logger)
+			logger.Info("stratus-ccm", "version", version)
+			err := manager.Run(ctx, opts)
+			switch {
+			case errors.Is(err, manager.ErrLeaderElectionLost):
+				logger.Error(err, "leaderelection lost; exiting so that a restart joins as a standby")
+			case err != nil:
+				fmt.Fprintf(cmd.ErrOrStderr(), "stratus-ccm: %v\n", err)
+			}
+			return err
+		},
+	}
+	opts.AddFlags(cmd.Flags())
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		fmt.Fprintf(c.ErrOrStderr(), "stratus-ccm: %v\nRun 'stratus-ccm --help' for the flags.\n", err)
+		return err
+	})
+	return cmd
+}
