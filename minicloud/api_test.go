@@ -21,6 +21,10 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
 )
 
+// noRedirects is a client that shows redirects instead of following them,
+// so a test sees exactly what the server answered.
+var noRedirects = &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+
 // raw sends a request with the cloud's token (unless headers override
 // Authorization) and returns the status, headers and body.
 func raw(t *testing.T, mc *minicloudtest.Cloud, method, path, body string, headers map[string]string) (int, http.Header, []byte) {
@@ -41,7 +45,7 @@ func raw(t *testing.T, mc *minicloudtest.Cloud, method, path, body string, heade
 			req.Header.Set(k, v)
 		}
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := noRedirects.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +86,11 @@ func TestAuth(t *testing.T) {
 		{"wrong token", "Bearer nope", http.StatusUnauthorized},
 		{"not bearer", "Basic " + mc.Token, http.StatusUnauthorized},
 		{"empty bearer", "Bearer ", http.StatusUnauthorized},
+		{"token only", mc.Token, http.StatusUnauthorized},
 		{"right token", "Bearer " + mc.Token, 0},
+		// RFC 7235: the scheme is case-insensitive.
+		{"lower-case scheme", "bearer " + mc.Token, 0},
+		{"upper-case scheme", "BEARER " + mc.Token, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, path := range []string{"/v1/instances", "/v1/regions", "/v1/_stats", "/v1/no-such-thing"} {
@@ -102,6 +110,28 @@ func TestAuth(t *testing.T) {
 				}
 			}
 		})
+	}
+	// Whatever the path or method, an unauthenticated request gets a JSON
+	// 401 and nothing else: no redirect of an unclean path, no 404 or 405.
+	for _, req := range []struct{ method, path string }{
+		{"GET", "/v1/../v1/instances"},
+		{"GET", "/v1//instances"},
+		{"GET", "/v1/./instances"},
+		{"GET", "/x/../v1/instances"},
+		{"GET", "/"},
+		{"GET", "/healthz"},
+		{"PATCH", "/v1/instances"},
+		{"DELETE", "/v1/regions"},
+	} {
+		for _, header := range []string{"", "Bearer nope"} {
+			status, h, body := raw(t, mc, req.method, req.path, "", map[string]string{"Authorization": header})
+			if status != http.StatusUnauthorized || h.Get("Content-Type") != "application/json" {
+				t.Fatalf("%s %s with %q: status %d (%s), want a JSON 401: %s", req.method, req.path, header, status, h.Get("Content-Type"), body)
+			}
+			if got := errorCode(t, body); got != api.CodeUnauthorized {
+				t.Fatalf("%s %s: code %q, want %q", req.method, req.path, got, api.CodeUnauthorized)
+			}
+		}
 	}
 	other, err := client.New(mc.URL, "wrong")
 	if err != nil {
@@ -288,7 +318,9 @@ func TestBadInput(t *testing.T) {
 		{"malformed instance id", "GET", "/v1/instances/xyz", "", 404},
 		{"stop missing instance", "POST", "/v1/instances/i-999999/stop", "", 404},
 		{"no such endpoint", "GET", "/v1/volumes", "", 404},
-		{"method not routed", "PATCH", "/v1/instances/" + inst.ID, "{}", 404},
+		{"method not routed", "PATCH", "/v1/instances/" + inst.ID, "{}", 405},
+		{"unclean path", "GET", "/v1/../v1/instances", "", 400},
+		{"double slash", "GET", "/v1//instances", "", 400},
 		{"idempotency key too long", "POST", "/v1/routes", `{"destination_cidr":"10.9.0.0/16","target_instance_id":"` + inst.ID + `"}`, 400},
 		{"bad page size", "GET", "/v1/instances?page_size=0", "", 400},
 		{"huge page size", "GET", "/v1/instances?page_size=5000", "", 400},
@@ -341,7 +373,7 @@ func TestBadInput(t *testing.T) {
 			if status != tc.status {
 				t.Fatalf("%s %s %s: status %d, want %d: %s", tc.method, tc.path, tc.body, status, tc.status, body)
 			}
-			want := map[int]string{400: api.CodeInvalid, 404: api.CodeNotFound, 409: api.CodeConflict}[tc.status]
+			want := map[int]string{400: api.CodeInvalid, 404: api.CodeNotFound, 405: api.CodeMethod, 409: api.CodeConflict}[tc.status]
 			if got := errorCode(t, body); got != want {
 				t.Fatalf("code %q, want %q", got, want)
 			}
@@ -803,5 +835,120 @@ func TestLoadBalancerAPI(t *testing.T) {
 	}
 	if err := c.DeleteLoadBalancer(ctx, again.ID); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestMethodNotAllowed(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	inst := newInstance(t, mc.Client, "node-1", nil)
+	for _, tc := range []struct{ method, path, allow string }{
+		{"PATCH", "/v1/instances/" + inst.ID, "GET, HEAD, DELETE"},
+		{"DELETE", "/v1/instances", "GET, HEAD, POST"},
+		{"GET", "/v1/instances/" + inst.ID + "/stop", "POST"},
+		{"POST", "/v1/load-balancers/lb-000000000001", "GET, HEAD, PUT, DELETE"},
+		{"DELETE", "/v1/_faults", "GET, HEAD, PUT"},
+	} {
+		status, h, body := raw(t, mc, tc.method, tc.path, "", nil)
+		if status != http.StatusMethodNotAllowed {
+			t.Fatalf("%s %s: status %d, want 405: %s", tc.method, tc.path, status, body)
+		}
+		if got := h.Get("Allow"); got != tc.allow {
+			t.Errorf("%s %s: Allow %q, want %q", tc.method, tc.path, got, tc.allow)
+		}
+		if got := errorCode(t, body); got != api.CodeMethod {
+			t.Errorf("%s %s: code %q, want %q", tc.method, tc.path, got, api.CodeMethod)
+		}
+	}
+	// The instance is untouched, and a path no method serves is still 404.
+	if _, err := mc.Client.GetInstance(context.Background(), inst.ID); err != nil {
+		t.Fatal(err)
+	}
+	if status, _, body := raw(t, mc, "PATCH", "/v1/volumes", "", nil); status != http.StatusNotFound {
+		t.Fatalf("PATCH /v1/volumes: status %d, want 404: %s", status, body)
+	}
+}
+
+// manyTags returns n distinct tags.
+func manyTags(n int) map[string]string {
+	tags := map[string]string{}
+	for i := range n {
+		tags[fmt.Sprintf("k%d", i)] = "v"
+	}
+	return tags
+}
+
+func TestTagAndLabelLimits(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	ctx := context.Background()
+	c := mc.Client
+	inst := newInstance(t, c, "node-0", nil)
+	listeners := []api.Listener{{Protocol: "TCP", Port: 80, TargetPort: 8080}}
+	labels := func(n int) map[string]string {
+		l := map[string]string{}
+		for i := range n {
+			l[fmt.Sprintf("example.com/l%d", i)] = "v"
+		}
+		return l
+	}
+	atLimit := map[string]string{strings.Repeat("k", api.MaxTagKeyLen): strings.Repeat("v", api.MaxTagValueLen)}
+
+	// At the limits everything is accepted.
+	if _, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "full", Type: "mc.small", Zone: "mc-central-a", Tags: manyTags(api.MaxTags), Labels: labels(api.MaxLabels)}); err != nil {
+		t.Fatalf("instance with %d tags and %d labels: %v", api.MaxTags, api.MaxLabels, err)
+	}
+	if _, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "long", Type: "mc.small", Zone: "mc-central-a", Tags: atLimit}); err != nil {
+		t.Fatalf("instance with a %d-byte key and %d-byte value: %v", api.MaxTagKeyLen, api.MaxTagValueLen, err)
+	}
+	lb, err := c.CreateLoadBalancer(ctx, api.LoadBalancerSpec{Name: "lb-full", Listeners: listeners, Tags: manyTags(api.MaxTags)})
+	if err != nil {
+		t.Fatalf("load balancer with %d tags: %v", api.MaxTags, err)
+	}
+
+	// One over is a 400 whose message names the limit.
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"instance tags", func() error {
+			_, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "a", Type: "mc.small", Zone: "mc-central-a", Tags: manyTags(api.MaxTags + 1)})
+			return err
+		}(), "at most 50 tags"},
+		{"instance tag key", func() error {
+			_, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "a", Type: "mc.small", Zone: "mc-central-a", Tags: map[string]string{strings.Repeat("k", api.MaxTagKeyLen+1): ""}})
+			return err
+		}(), "1-128 bytes"},
+		{"instance tag value", func() error {
+			_, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "a", Type: "mc.small", Zone: "mc-central-a", Tags: map[string]string{"k": strings.Repeat("v", api.MaxTagValueLen+1)}})
+			return err
+		}(), "at most 256"},
+		{"instance labels", func() error {
+			_, err := c.CreateInstance(ctx, api.InstanceCreate{Name: "a", Type: "mc.small", Zone: "mc-central-a", Labels: labels(api.MaxLabels + 1)})
+			return err
+		}(), "at most 50 labels"},
+		{"load balancer tags", func() error {
+			_, err := c.CreateLoadBalancer(ctx, api.LoadBalancerSpec{Name: "lb-a", Listeners: listeners, Tags: manyTags(api.MaxTags + 1)})
+			return err
+		}(), "at most 50 tags"},
+		{"load balancer update tags", func() error {
+			_, err := c.UpdateLoadBalancer(ctx, lb.ID, api.LoadBalancerSpec{Listeners: listeners, Tags: manyTags(api.MaxTags + 1)})
+			return err
+		}(), "at most 50 tags"},
+		{"route tags", func() error {
+			_, err := c.CreateRoute(ctx, api.RouteCreate{DestinationCIDR: "10.244.0.0/24", TargetInstanceID: inst.ID, Tags: manyTags(api.MaxTags + 1)})
+			return err
+		}(), "at most 50 tags"},
+	} {
+		var ce *client.Error
+		if !errors.As(tc.err, &ce) || ce.StatusCode != http.StatusBadRequest || ce.Code != api.CodeInvalid || !strings.Contains(ce.Message, tc.want) {
+			t.Errorf("%s over the limit: %v, want a 400 %s saying %q", tc.name, tc.err, api.CodeInvalid, tc.want)
+		}
+	}
+	insts, err := c.ListInstances(ctx, client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(insts) != 3 {
+		t.Errorf("%d instances, want 3: rejected requests created some", len(insts))
 	}
 }

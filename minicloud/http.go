@@ -2,12 +2,17 @@ package minicloud
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
+	"path"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -169,13 +174,18 @@ func page[T any](items []T, more bool, lastID func(T) string) api.List[T] {
 	return out
 }
 
+// validateTags enforces the tag limits (api.MaxTags and friends), so that no
+// resource makes every listing that carries it large.
 func validateTags(tags map[string]string) error {
-	for k, v := range tags {
-		if k == "" || len(k) > 128 || strings.ContainsAny(k, "=&") {
-			return errInvalid("tag key %q: must be 1-128 characters without '=' or '&'", k)
+	if len(tags) > api.MaxTags {
+		return errInvalid("%d tags: at most %d tags per resource", len(tags), api.MaxTags)
+	}
+	for _, k := range slices.Sorted(maps.Keys(tags)) {
+		if k == "" || len(k) > api.MaxTagKeyLen || strings.ContainsAny(k, "=&") {
+			return errInvalid("tag key %q: must be 1-%d bytes without '=' or '&'", k, api.MaxTagKeyLen)
 		}
-		if len(v) > 256 {
-			return errInvalid("tag %q: value longer than 256 characters", k)
+		if len(tags[k]) > api.MaxTagValueLen {
+			return errInvalid("tag %q: value of %d bytes, at most %d", k, len(tags[k]), api.MaxTagValueLen)
 		}
 	}
 	return nil
@@ -210,14 +220,54 @@ func pathID(r *http.Request, prefix, kind string) (string, error) {
 	return id, nil
 }
 
-// notFound answers requests no route matches; /v1 ones are authenticated
-// first, so an unauthenticated client learns nothing about the API.
+// serveHTTP authenticates every request before anything else looks at it,
+// so an unauthenticated client only ever gets a JSON 401 and learns nothing
+// about the API. Unclean paths are refused rather than redirected the way
+// http.ServeMux would (with an HTML body).
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	token, ok := s.authenticate(r)
+	if !ok {
+		writeUnauthorized(w)
+		return
+	}
+	if c := cleanPath(r.URL.Path); c != r.URL.Path {
+		writeError(w, errInvalid("path %q is not canonical (use %q)", r.URL.Path, c))
+		return
+	}
+	s.mux.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, token)))
+}
+
+// cleanPath is the path http.ServeMux would redirect p to: rooted, without
+// "." or ".." elements or repeated slashes, keeping a trailing slash.
+func cleanPath(p string) string {
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p
+	}
+	c := path.Clean(p)
+	if strings.HasSuffix(p, "/") && c != "/" {
+		c += "/"
+	}
+	return c
+}
+
+// methods are the methods the API's routes may use.
+var methods = []string{http.MethodGet, http.MethodHead, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete}
+
+// notFound answers requests no route matches: 405 with Allow when the path
+// is served with other methods, else 404.
 func (s *Server) notFound(w http.ResponseWriter, r *http.Request) {
-	if strings.HasPrefix(r.URL.Path, "/v1/") {
-		if _, ok := s.authenticate(r); !ok {
-			writeUnauthorized(w)
-			return
+	var allow []string
+	for _, m := range methods {
+		probe := *r
+		probe.Method = m
+		if _, pattern := s.mux.Handler(&probe); pattern != "/" {
+			allow = append(allow, m)
 		}
+	}
+	if len(allow) > 0 {
+		w.Header().Set("Allow", strings.Join(allow, ", "))
+		writeError(w, &apiError{status: http.StatusMethodNotAllowed, code: api.CodeMethod, msg: fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, strings.Join(allow, ", "))})
+		return
 	}
 	writeError(w, errNotFound("no such endpoint: %s %s", r.Method, r.URL.Path))
 }

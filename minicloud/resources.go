@@ -181,8 +181,11 @@ func validateInstanceCreate(in *api.InstanceCreate) error {
 }
 
 // validateLabels accepts what the Kubernetes API accepts as a label: a
-// qualified-name key and a label value.
+// qualified-name key and a label value; at most api.MaxLabels of them.
 func validateLabels(labels map[string]string) error {
+	if len(labels) > api.MaxLabels {
+		return errInvalid("%d labels: at most %d labels per instance", len(labels), api.MaxLabels)
+	}
 	for _, k := range slices.Sorted(maps.Keys(labels)) {
 		if errs := validation.IsQualifiedName(k); len(errs) > 0 {
 			return errInvalid("label key %q: %s", k, strings.Join(errs, "; "))

@@ -96,7 +96,7 @@ func NewServer(cfg Config) (*Server, error) {
 
 // Handler returns the HTTP API. Load balancers only carry traffic once
 // Serve (or Start) has started the data plane.
-func (s *Server) Handler() http.Handler { return s.mux }
+func (s *Server) Handler() http.Handler { return http.HandlerFunc(s.serveHTTP) }
 
 // Start starts the data plane and restores it from the stored state: active
 // load balancers listen again and provisioning ones resume their countdown.
@@ -143,7 +143,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 		return err
 	}
 	srv := &http.Server{
-		Handler:           s.mux,
+		Handler:           s.Handler(),
 		ReadHeaderTimeout: 10 * time.Second,
 		BaseContext:       func(net.Listener) context.Context { return ctx },
 	}
@@ -214,7 +214,7 @@ func errThrottled(after time.Duration) error {
 type handlerFunc func(r *http.Request) (int, any, error)
 
 // handle registers op (a method and pattern, e.g. "GET /v1/instances/{id}").
-// Every /v1 request is authenticated; all but the /v1/_ operations
+// serveHTTP has authenticated the request; all but the /v1/_ operations
 // endpoints count in the stats, are rate limited and suffer faults.
 func (s *Server) handle(op string, h handlerFunc) {
 	ops := strings.Contains(op, "/v1/_")
@@ -223,17 +223,13 @@ func (s *Server) handle(op string, h handlerFunc) {
 	}
 	s.mux.HandleFunc(op, func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		token, ok := s.authenticate(r)
-		if !ok {
-			writeUnauthorized(w)
-			return
-		}
+		token, _ := r.Context().Value(tokenKey{}).(string)
 		status, body, err := 0, any(nil), error(nil)
 		if !ops {
 			err = s.admit(r.Context(), op, token)
 		}
 		if err == nil {
-			status, body, err = h(r.WithContext(context.WithValue(r.Context(), tokenKey{}, token)))
+			status, body, err = h(r)
 		}
 		if err != nil {
 			var ae *apiError
@@ -254,10 +250,11 @@ func (s *Server) handle(op string, h handlerFunc) {
 // tokenKey is the context key of the caller's token.
 type tokenKey struct{}
 
+// authenticate returns the request's bearer token when it is one of the
+// configured tokens. The scheme is case-insensitive (RFC 7235).
 func (s *Server) authenticate(r *http.Request) (string, bool) {
-	h := r.Header.Get("Authorization")
-	token, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok || token == "" {
+	token, ok := bearerToken(r.Header.Get("Authorization"))
+	if !ok {
 		return "", false
 	}
 	for _, t := range s.cfg.Tokens {
@@ -266,6 +263,16 @@ func (s *Server) authenticate(r *http.Request) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// bearerToken parses an Authorization header of the Bearer scheme.
+func bearerToken(h string) (string, bool) {
+	scheme, token, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return "", false
+	}
+	token = strings.TrimLeft(token, " ")
+	return token, token != ""
 }
 
 // admit counts the request and applies the rate limit and injected faults.
@@ -380,7 +387,7 @@ func (s *Server) resetStats() {
 // idempotencyScope keys an Idempotency-Key by token and path, so clients
 // cannot see each other's resources through a shared key.
 func idempotencyScope(r *http.Request, key string) string {
-	token, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	token, _ := r.Context().Value(tokenKey{}).(string)
 	h := sha256.Sum256([]byte(token))
 	return hex.EncodeToString(h[:8]) + " " + r.URL.Path + " " + key
 }

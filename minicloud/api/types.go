@@ -187,14 +187,25 @@ type ErrorDetail struct {
 	Message string `json:"message"`
 }
 
+// Limits on tags and labels, per resource. They bound what every listing
+// carries; the numbers follow the big clouds' (50 tags per resource, keys of
+// at most 128 bytes, values of at most 256).
+const (
+	MaxTags        = 50
+	MaxTagKeyLen   = 128
+	MaxTagValueLen = 256
+	MaxLabels      = 50
+)
+
 // Error codes.
 const (
-	CodeInvalid      = "invalid_argument" // 400
-	CodeUnauthorized = "unauthenticated"  // 401
-	CodeNotFound     = "not_found"        // 404
-	CodeConflict     = "conflict"         // 409
-	CodeThrottled    = "throttled"        // 429
-	CodeInternal     = "internal"         // 500
+	CodeInvalid      = "invalid_argument"   // 400
+	CodeUnauthorized = "unauthenticated"    // 401
+	CodeNotFound     = "not_found"          // 404
+	CodeMethod       = "method_not_allowed" // 405
+	CodeConflict     = "conflict"           // 409
+	CodeThrottled    = "throttled"          // 429
+	CodeInternal     = "internal"           // 500
 )
 
 // Stats is the body of GET /v1/_stats: calls since start or the last reset.

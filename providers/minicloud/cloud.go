@@ -9,6 +9,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
+	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 )
 
@@ -28,6 +29,17 @@ const (
 	// TagNode carries the node name on routes.
 	TagNode = "stratus/node"
 )
+
+// checkClusterName refuses a cluster name minicloud cannot store as a tag
+// value, with an error naming the flag rather than the cloud's 400. The
+// other tags fit by construction: namespaces and Service names are at most
+// 63 bytes, UIDs 36 and node names 253.
+func checkClusterName(name string) error {
+	if len(name) > api.MaxTagValueLen {
+		return fmt.Errorf("--cluster-name is %d bytes; minicloud tag values (tag %s) hold at most %d", len(name), TagCluster, api.MaxTagValueLen)
+	}
+	return nil
+}
 
 func init() {
 	cloudprovider.RegisterCloudProvider(ProviderName, func(r io.Reader) (cloudprovider.Interface, error) {

@@ -259,6 +259,9 @@ func specOf(clusterName string, svc *v1.Service) (api.LoadBalancerSpec, error) {
 			TagServiceUID:       string(svc.UID),
 		},
 	}
+	if err := checkClusterName(clusterName); err != nil {
+		return spec, err
+	}
 	if svc.Spec.LoadBalancerIP != "" {
 		return spec, fmt.Errorf("spec.loadBalancerIP: requesting an address is %w (VIPs are allocated)", ErrUnsupported)
 	}

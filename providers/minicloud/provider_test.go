@@ -191,6 +191,7 @@ func TestListInstancesAcrossPages(t *testing.T) {
 // the same port (the NodePort) and an HTTP health endpoint.
 type lbFixture struct {
 	mc         *minicloudtest.Cloud
+	cloud      *Cloud
 	lb         cloudprovider.LoadBalancer
 	nodes      []*v1.Node
 	backends   []*minicloudtest.Backend
@@ -201,7 +202,7 @@ type lbFixture struct {
 func newLBFixture(t *testing.T) *lbFixture {
 	mc, c := startCloud(t, minicloudtest.Options{LBProvisionDelay: 200 * time.Millisecond})
 	lb, _ := c.LoadBalancer()
-	f := &lbFixture{mc: mc, lb: lb}
+	f := &lbFixture{mc: mc, cloud: c, lb: lb}
 	healthPort := freePort(t)
 	for i, name := range []string{"node-a", "node-b"} {
 		inst := createInstance(t, mc, name, false)
@@ -795,5 +796,50 @@ func TestLoadBalancerForeignNodes(t *testing.T) {
 	}
 	if _, err := ParseConfig(strings.NewReader(fmt.Sprintf("url: %s\ntoken: x\nforeignNodes: all\n", mc.URL))); err == nil || !strings.Contains(err.Error(), "foreignNodes") {
 		t.Errorf("foreignNodes: all: err = %v, want an error naming foreignNodes", err)
+	}
+}
+
+// TestOwnTagsWithinCloudLimits creates a load balancer and a route with the
+// longest names Kubernetes allows: the provider's tags fit minicloud's
+// limits. A cluster name too long for a tag value is refused, naming the
+// flag, before anything is created.
+func TestOwnTagsWithinCloudLimits(t *testing.T) {
+	ctx := context.Background()
+	f := newLBFixture(t)
+	rt, _ := f.cloud.Routes()
+	longest := strings.Repeat("c", api.MaxTagValueLen)
+	svc := f.service(80)
+	svc.Namespace, svc.Name = strings.Repeat("n", 63), strings.Repeat("s", 63)
+	f.ensure(t, longest, svc, f.nodes)
+	nodeName := strings.Repeat("w", 253)
+	createInstance(t, f.mc, nodeName, false)
+	if err := rt.CreateRoute(ctx, longest, "uid", &cloudprovider.Route{TargetNode: types.NodeName(nodeName), DestinationCIDR: "10.244.0.0/24"}); err != nil {
+		t.Fatalf("CreateRoute to a node with a 253-byte name: %v", err)
+	}
+	lbs, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	routes, err := f.mc.Client.ListRoutes(ctx, client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lbs) != 1 || len(routes) != 1 {
+		t.Fatalf("%d load balancers and %d routes, want 1 of each", len(lbs), len(routes))
+	}
+
+	tooLong := longest + "c"
+	other := f.service(81)
+	other.UID = "1b6e1f3a-5c1e-4c9b-9d7e-2f1a3b4c5d6e"
+	if _, err := f.lb.EnsureLoadBalancer(ctx, tooLong, other, f.nodes); err == nil || !strings.Contains(err.Error(), "--cluster-name") {
+		t.Errorf("EnsureLoadBalancer with a %d-byte cluster name: %v, want an error naming --cluster-name", len(tooLong), err)
+	}
+	if err := rt.CreateRoute(ctx, tooLong, "uid", &cloudprovider.Route{TargetNode: types.NodeName(nodeName), DestinationCIDR: "10.244.1.0/24"}); err == nil || !strings.Contains(err.Error(), "--cluster-name") {
+		t.Errorf("CreateRoute with a %d-byte cluster name: %v, want an error naming --cluster-name", len(tooLong), err)
+	}
+	lbs, _ = f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+	routes, _ = f.mc.Client.ListRoutes(ctx, client.ListOptions{})
+	if len(lbs) != 1 || len(routes) != 1 {
+		t.Errorf("after the refusals: %d load balancers and %d routes, want 1 of each", len(lbs), len(routes))
 	}
 }

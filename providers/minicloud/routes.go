@@ -80,6 +80,9 @@ func (r *routes) instanceNames(ctx context.Context) (map[string]string, error) {
 func (r *routes) CreateRoute(ctx context.Context, clusterName string, nameHint string, route *cloudprovider.Route) error {
 	node := string(route.TargetNode)
 	what := fmt.Sprintf("create route %s to node %s", route.DestinationCIDR, node)
+	if err := checkClusterName(clusterName); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
 	id, err := r.instanceOf(ctx, node)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
