@@ -54,13 +54,22 @@ func (p Ports) allFree() bool {
 		if port <= 0 {
 			return false
 		}
+	}
+	return len(p.busy()) == 0
+}
+
+// busy returns the ports that cannot be listened on now.
+func (p Ports) busy() []int {
+	var out []int
+	for _, port := range p.list() {
 		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
 		if err != nil {
-			return false
+			out = append(out, port)
+			continue
 		}
 		l.Close()
 	}
-	return true
+	return out
 }
 
 // FreePorts returns ports the kernel reports free right now.

@@ -105,15 +105,43 @@ func (o *Options) defaults() error {
 	if o.PortBase != 0 && (o.PortBase < 1024 || o.PortBase+portCount > 65535) {
 		return fmt.Errorf("--port-base %d: must be in [1024, %d]", o.PortBase, 65535-portCount)
 	}
+	if o.AddressBlock != 0 && (o.AddressBlock < 1 || o.AddressBlock > 254) {
+		return fmt.Errorf("--address-block %d: must be in [1, 254] (X in 127.X.0.0/16)", o.AddressBlock)
+	}
+	if o.KubeBinDir != "" {
+		for _, name := range []string{"etcd", "kube-apiserver", "kube-controller-manager"} {
+			if err := checkExecutable(filepath.Join(o.KubeBinDir, name)); err != nil {
+				return fmt.Errorf("--kube-bin-dir %s: %w", o.KubeBinDir, err)
+			}
+		}
+	}
+	if o.ManagerBinary != "" {
+		if err := checkExecutable(o.ManagerBinary); err != nil {
+			return fmt.Errorf("--manager-binary: %w", err)
+		}
+	}
 	if o.Out == nil {
 		o.Out = os.Stdout
 	}
 	return nil
 }
 
+// checkExecutable reports why path is not an executable file.
+func checkExecutable(path string) error {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0 {
+		return fmt.Errorf("%s is not an executable file", path)
+	}
+	return nil
+}
+
 // Run starts the dev environment and keeps it running until ctx is done
-// (Ctrl-C), then stops every process it started. It returns early with an
-// error when a component fails.
+// (Ctrl-C), then stops every process it started. Every option is checked
+// before anything starts: a bad one is an error naming its flag. Run returns
+// early with an error when a component fails.
 func Run(ctx context.Context, opts Options) error {
 	if err := opts.defaults(); err != nil {
 		return err
@@ -127,6 +155,7 @@ type env struct {
 	opts  Options
 	out   io.Writer
 	ports Ports
+	block int // the address block, X in 127.X.0.0/16
 	cp    *ControlPlane
 	cloud struct {
 		url, token, tokenFile string
@@ -154,11 +183,16 @@ func (e *env) run(ctx context.Context) error {
 	defer closeLog()
 	ctx = log.IntoContext(ctx, logger)
 
-	bins, err := e.kubeBins(ctx)
-	if err != nil {
+	// Everything that can be wrong with the options or the state is found
+	// before the first process starts.
+	if e.block, err = addressBlock(e.opts.StateDir, e.opts.AddressBlock); err != nil {
 		return err
 	}
 	if e.ports, err = e.choosePorts(); err != nil {
+		return err
+	}
+	bins, err := e.kubeBins(ctx)
+	if err != nil {
 		return err
 	}
 
@@ -277,6 +311,9 @@ func (e *env) choosePorts() (Ports, error) {
 	var ports Ports
 	if e.opts.PortBase != 0 {
 		ports = PortsFrom(e.opts.PortBase)
+		if busy := ports.busy(); len(busy) > 0 {
+			return Ports{}, fmt.Errorf("--port-base %d: ports %v in use", e.opts.PortBase, busy)
+		}
 	} else if prev, err := os.ReadFile(path); err == nil && json.Unmarshal(prev, &ports) == nil && ports.allFree() {
 		// reuse
 	} else if ports, err = FreePorts(); err != nil {
@@ -320,7 +357,7 @@ func addressBlock(stateDir string, flag int) (int, error) {
 		block = firstDerivedBlock + int(h.Sum32()%(lastDerivedBlock-firstDerivedBlock+1))
 	}
 	if block < 1 || block > 254 {
-		return 0, fmt.Errorf("address block %d: must be in [1, 254] (127.<block>.0.0/16)", block)
+		return 0, fmt.Errorf("address block %d (from --address-block or %s): must be in [1, 254] (127.<block>.0.0/16)", block, path)
 	}
 	if err := os.WriteFile(path, []byte(strconv.Itoa(block)+"\n"), 0o644); err != nil {
 		return 0, fmt.Errorf("save address block: %w", err)
@@ -349,11 +386,7 @@ func (e *env) startCloud(ctx context.Context, logger logr.Logger) (<-chan struct
 	cfg := minicloud.DefaultConfig()
 	cfg.StateDir = dir
 	cfg.Tokens = []string{token}
-	block, err := addressBlock(e.opts.StateDir, e.opts.AddressBlock)
-	if err != nil {
-		return nil, err
-	}
-	cfg.InstanceCIDR, cfg.PublicCIDR, cfg.VIPCIDR = addressPools(block)
+	cfg.InstanceCIDR, cfg.PublicCIDR, cfg.VIPCIDR = addressPools(e.block)
 	cfg.Logger = logger
 	srv, err := minicloud.NewServer(cfg)
 	if err != nil {

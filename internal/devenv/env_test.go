@@ -2,6 +2,7 @@ package devenv
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+
+	"github.com/stratus-ccm/stratus/internal/testenv"
 )
 
 func TestAddressPools(t *testing.T) {
@@ -182,4 +185,62 @@ func TestLockStateDir(t *testing.T) {
 		t.Fatalf("lock after unlock: %v", err)
 	}
 	again()
+}
+
+// A bad flag is an error naming it before anything starts: no control-plane
+// process ran (none wrote a log or certificates) and nothing was narrated.
+func TestBadFlagsStartNothing(t *testing.T) {
+	bins, err := testenv.BinDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkExecutable(filepath.Join(bins, "kube-controller-manager")); err != nil {
+		t.Fatalf("control-plane binaries missing: run hack/kubebins/build.sh (%v)", err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	busyPort := busy.Addr().(*net.TCPAddr).Port
+	notExecutable := filepath.Join(t.TempDir(), "stratus-ccm")
+	if err := os.WriteFile(notExecutable, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		opts Options
+		flag string
+	}{
+		{"address block too big", Options{AddressBlock: 300}, "--address-block"},
+		{"address block negative", Options{AddressBlock: -1}, "--address-block"},
+		{"negative nodes", Options{Nodes: -1}, "--nodes"},
+		{"privileged port base", Options{PortBase: 80}, "--port-base"},
+		{"port base in use", Options{PortBase: min(busyPort, 65535-portCount)}, "--port-base"},
+		{"kube bin dir without binaries", Options{KubeBinDir: t.TempDir()}, "--kube-bin-dir"},
+		{"missing manager binary", Options{ManagerBinary: filepath.Join(t.TempDir(), "nope")}, "--manager-binary"},
+		{"manager binary not executable", Options{ManagerBinary: notExecutable}, "--manager-binary"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
+			out := &strings.Builder{}
+			opts := tc.opts
+			opts.StateDir, opts.Out = state, out
+			if opts.KubeBinDir == "" {
+				opts.KubeBinDir = bins
+			}
+			err := Run(t.Context(), opts)
+			if err == nil || !strings.Contains(err.Error(), tc.flag) {
+				t.Fatalf("Run = %v, want an error naming %s", err, tc.flag)
+			}
+			for _, f := range []string{"logs/etcd.log", "logs/kube-apiserver.log", "logs/kube-controller-manager.log", "pki", "minicloud"} {
+				if _, err := os.Stat(filepath.Join(state, f)); err == nil {
+					t.Errorf("%s exists: something started before the flag was checked", f)
+				}
+			}
+			if out.Len() > 0 {
+				t.Errorf("output before the error: %s", out.String())
+			}
+		})
+	}
 }
