@@ -9,12 +9,14 @@ import (
 	"slices"
 	"time"
 
+	"golang.org/x/time/rate"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/client-go/util/workqueue"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -68,8 +70,7 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 	c, err := controller.New("cloud-node", mgr, controller.Options{
 		Reconciler:              r,
 		MaxConcurrentReconciles: opts.Workers,
-		// The default rate limiter is upstream's: per-node exponential backoff
-		// 5ms..1000s and an overall 10 qps / burst 100 bucket.
+		RateLimiter:             rateLimiter(opts),
 	})
 	if err != nil {
 		return false, fmt.Errorf("cloud node controller: %w", err)
@@ -89,6 +90,16 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 	logger.Info("Cloud node controller registered", "workers", opts.Workers,
 		"statusUpdateWorkers", opts.StatusUpdateWorkers, "statusUpdateFrequency", opts.StatusUpdateFrequency)
 	return true, nil
+}
+
+// rateLimiter is the per-Node backoff of failed syncs (RetryBaseDelay doubling
+// to RetryMaxDelay) combined with the work queue's default overall bucket (10
+// qps, burst 100), so a burst of failing nodes cannot flood the cloud either.
+func rateLimiter(opts Options) workqueue.TypedRateLimiter[reconcile.Request] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[reconcile.Request](opts.RetryBaseDelay, opts.RetryMaxDelay),
+		&workqueue.TypedBucketRateLimiter[reconcile.Request]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
 }
 
 // relevantChange lets through creations and the updates that can change what a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/controller/node/nodetest"
@@ -260,6 +262,99 @@ func TestInitializationFailuresRetry(t *testing.T) {
 	}
 }
 
+// A permanent initialization error (a provided node IP the cloud does not
+// have) is retried with a per-Node backoff that doubles up to its cap, and
+// each failure records one InitializationFailed event, aggregated into one
+// Event object by the recorder.
+func TestInitializationBackoff(t *testing.T) {
+	const base, maxDelay = 200 * time.Millisecond, 800 * time.Millisecond
+	c := nodetest.NewCloud("test")
+	name := "backoff"
+	c.AddInstance(name, cloudprovider.InstanceMetadata{NodeAddresses: []v1.NodeAddress{internal("10.0.0.1")}})
+	h := start(t, single(c), Options{RetryBaseDelay: base, RetryMaxDelay: maxDelay})
+	h.CreateNode(name, nodetest.Uninitialized, nodetest.WithAnnotation(ProvidedNodeIPAnnotation, "10.9.9.9"))
+
+	const attempts = 6
+	key := "InstanceMetadata/" + name
+	h.Eventually(30*time.Second, fmt.Sprintf("%d attempts", attempts), func() bool { return len(c.CallTimes(key)) >= attempts })
+	times := c.CallTimes(key)[:attempts]
+	// A retry is never due before its delay: base, doubled per failure, capped.
+	want := base
+	for i := 1; i < attempts; i++ {
+		if gap := times[i].Sub(times[i-1]); gap < want {
+			t.Errorf("attempt %d came %v after attempt %d, before its backoff of %v", i+1, gap, i, want)
+		}
+		want = min(2*want, maxDelay)
+	}
+	// One event per failure, no more: the recorder folds them into one Event
+	// whose count is the number of failures.
+	failures := func() (objects, count int) {
+		evs := h.Events(name, ReasonInitializationFailed)
+		for _, ev := range evs {
+			count += int(max(ev.Count, 1))
+		}
+		return len(evs), count
+	}
+	h.Eventually(10*time.Second, "the events of the failures", func() bool {
+		_, n := failures()
+		return n >= attempts
+	})
+	calls := c.Calls(key)
+	if objects, count := failures(); objects != 1 || count > calls {
+		t.Errorf("%d InitializationFailed Event objects counting %d failures after %d attempts; want 1 object and at most one failure per attempt", objects, count, calls)
+	}
+	if n := h.Node(name); !nodetest.HasTaint(n, uninitialized) {
+		t.Fatalf("node lost its taint: %v", n.Spec.Taints)
+	}
+}
+
+// With the default options, the first retry of a failed initialization waits
+// DefaultRetryBaseDelay (seconds), not the work queue's milliseconds.
+func TestInitializationBackoffDefault(t *testing.T) {
+	c := nodetest.NewCloud("test")
+	name := "backoff-default"
+	c.AddInstance(name, cloudprovider.InstanceMetadata{NodeAddresses: []v1.NodeAddress{internal("10.0.0.1")}})
+	h := start(t, single(c), Options{})
+	h.CreateNode(name, nodetest.Uninitialized, nodetest.WithAnnotation(ProvidedNodeIPAnnotation, "10.9.9.9"))
+	key := "InstanceMetadata/" + name
+	h.Eventually(30*time.Second, "a retry", func() bool { return len(c.CallTimes(key)) >= 2 })
+	times := c.CallTimes(key)
+	if gap := times[1].Sub(times[0]); gap < DefaultRetryBaseDelay {
+		t.Errorf("first retry came %v after the failure, want at least %v", gap, DefaultRetryBaseDelay)
+	}
+}
+
+// The default backoff keeps a permanent error to a handful of attempts (each
+// one InitializationFailed event) per minute: at most six in the first
+// minute, then one per RetryMaxDelay.
+func TestDefaultBackoffSchedule(t *testing.T) {
+	opts, err := Options{}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rl := rateLimiter(opts)
+	req := reconcile.Request{NamespacedName: types.NamespacedName{Name: "n"}}
+	var elapsed time.Duration
+	perMinute := map[int]int{}
+	for elapsed < time.Hour {
+		perMinute[int(elapsed/time.Minute)]++ // an attempt, failing
+		elapsed += rl.When(req)
+	}
+	for minute, n := range perMinute {
+		if n > 6 {
+			t.Errorf("minute %d: %d attempts of a failing node, want at most 6", minute, n)
+		}
+	}
+	if got := rl.When(req); got != DefaultRetryMaxDelay {
+		t.Errorf("steady-state delay %v, want %v", got, DefaultRetryMaxDelay)
+	}
+	for _, bad := range []Options{{RetryBaseDelay: -time.Second}, {RetryMaxDelay: -time.Second}, {RetryBaseDelay: time.Minute, RetryMaxDelay: time.Second}} {
+		if _, err := bad.withDefaults(); err == nil || !strings.Contains(err.Error(), "RetryMaxDelay") && !strings.Contains(err.Error(), "RetryBaseDelay") {
+			t.Errorf("options %+v: error %v, want one naming the field", bad, err)
+		}
+	}
+}
+
 // CONTRACT §5.9 item 4: nil metadata leaves the node alone and is not retried.
 func TestNilMetadata(t *testing.T) {
 	c := nodetest.NewCloud("test")
@@ -327,13 +422,15 @@ func TestRefresh(t *testing.T) {
 	}{{"per node", false}, {"listing", true}} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := nodetest.NewCloud("test")
-			var raw cloudprovider.Interface = c
+			clouds := single(c)
 			if tc.listing {
-				raw = c.Listing()
+				// Every pass lists: with the default freshness the passes
+				// would be answered by one cached listing.
+				clouds = cloud.Single(cloud.NewProvider("test", c.Listing(), cloud.WithInstanceCacheFreshness(0)))
 			}
 			c.AddInstance("a", cloudprovider.InstanceMetadata{NodeAddresses: []v1.NodeAddress{internal("10.0.0.1"), external("1.1.1.1")}})
 			c.AddInstance("b", cloudprovider.InstanceMetadata{NodeAddresses: nil})
-			h := start(t, single(raw), Options{StatusUpdateFrequency: 200 * time.Millisecond, Workers: 1})
+			h := start(t, clouds, Options{StatusUpdateFrequency: 200 * time.Millisecond, Workers: 1})
 			h.CreateNode("a", nodetest.WithProviderID("test://a"), nodetest.WithAddresses(internal("10.0.0.9"), internal("10.0.0.8"), hostname("a")))
 			h.CreateNode("b", nodetest.WithProviderID("test://b"), nodetest.WithAddresses(internal("10.0.0.2")))
 			// The cloud has no instance for it: initialization keeps failing.

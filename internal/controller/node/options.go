@@ -15,6 +15,14 @@ const (
 	DefaultWorkers = 20
 	// DefaultStatusUpdateFrequency is upstream's --node-status-update-frequency.
 	DefaultStatusUpdateFrequency = 5 * time.Minute
+	// DefaultRetryBaseDelay and DefaultRetryMaxDelay bound the per-Node backoff
+	// after a failed sync. A failed initialization is usually a lasting fault
+	// (an instance the cloud does not have, a provided IP it does not know), so
+	// the first retry waits seconds, not the work queue's 5 ms: a permanent
+	// error costs six attempts (and InitializationFailed events) in the first
+	// minute and then one every five minutes.
+	DefaultRetryBaseDelay = 2 * time.Second
+	DefaultRetryMaxDelay  = 5 * time.Minute
 )
 
 // Options configures the cloud node controller. Zero values take the defaults.
@@ -31,6 +39,12 @@ type Options struct {
 	// StatusUpdateFrequency is --node-status-update-frequency (default 5m): how often
 	// the addresses of initialized Nodes are refreshed from the cloud.
 	StatusUpdateFrequency time.Duration
+	// RetryBaseDelay and RetryMaxDelay bound the per-Node exponential backoff
+	// after a failed sync: the first retry waits RetryBaseDelay, each further
+	// failure doubles the wait, up to RetryMaxDelay (default 2s and 5m; no
+	// flag). A change of the Node's taints, labels, provider ID or
+	// provided-node-ip annotation is synced at once regardless.
+	RetryBaseDelay, RetryMaxDelay time.Duration
 }
 
 // withDefaults validates o and returns it with zero values replaced by defaults.
@@ -42,6 +56,10 @@ func (o Options) withDefaults() (Options, error) {
 		return o, fmt.Errorf("--concurrent-node-status-updates must not be negative, got %d", o.StatusUpdateWorkers)
 	case o.StatusUpdateFrequency < 0:
 		return o, fmt.Errorf("--node-status-update-frequency must not be negative, got %s", o.StatusUpdateFrequency)
+	case o.RetryBaseDelay < 0:
+		return o, fmt.Errorf("RetryBaseDelay must not be negative, got %s", o.RetryBaseDelay)
+	case o.RetryMaxDelay < 0:
+		return o, fmt.Errorf("RetryMaxDelay must not be negative, got %s", o.RetryMaxDelay)
 	}
 	if o.Workers == 0 {
 		o.Workers = DefaultWorkers
@@ -51,6 +69,15 @@ func (o Options) withDefaults() (Options, error) {
 	}
 	if o.StatusUpdateFrequency == 0 {
 		o.StatusUpdateFrequency = DefaultStatusUpdateFrequency
+	}
+	if o.RetryBaseDelay == 0 {
+		o.RetryBaseDelay = DefaultRetryBaseDelay
+	}
+	if o.RetryMaxDelay == 0 {
+		o.RetryMaxDelay = DefaultRetryMaxDelay
+	}
+	if o.RetryMaxDelay < o.RetryBaseDelay {
+		return o, fmt.Errorf("RetryMaxDelay %s is below RetryBaseDelay %s", o.RetryMaxDelay, o.RetryBaseDelay)
 	}
 	return o, nil
 }

@@ -8,8 +8,10 @@ package nodetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
@@ -31,6 +33,7 @@ type Cloud struct {
 	nilMetadata bool
 	listErr     error
 	calls       map[string]int
+	times       map[string][]time.Time
 }
 
 // Instance is one machine of Cloud.
@@ -46,6 +49,7 @@ func NewCloud(name string) *Cloud {
 		name:      name,
 		instances: map[string]*Instance{},
 		calls:     map[string]int{},
+		times:     map[string][]time.Time{},
 	}
 }
 
@@ -61,7 +65,7 @@ var _ pcp.InstanceLister = (*ListingCloud)(nil)
 func (c *ListingCloud) ListInstances(context.Context) ([]pcp.Instance, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.calls["ListInstances"]++
+	c.count("ListInstances")
 	if c.listErr != nil {
 		return nil, c.listErr
 	}
@@ -150,6 +154,19 @@ func (c *Cloud) Calls(method string) int {
 	return c.calls[method]
 }
 
+// CallTimes returns when method was called (keys as for Calls), oldest first.
+func (c *Cloud) CallTimes(method string) []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.times[method])
+}
+
+// count records a call of method; c.mu is held.
+func (c *Cloud) count(method string) {
+	c.calls[method]++
+	c.times[method] = append(c.times[method], time.Now())
+}
+
 // TotalCalls returns the number of calls of every method.
 func (c *Cloud) TotalCalls() int {
 	c.mu.Lock()
@@ -180,8 +197,8 @@ func (c *Cloud) find(node *v1.Node) *Instance {
 func (c *Cloud) InstanceMetadata(_ context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.calls["InstanceMetadata"]++
-	c.calls["InstanceMetadata/"+node.Name]++
+	c.count("InstanceMetadata")
+	c.count("InstanceMetadata/" + node.Name)
 	switch {
 	case c.metadataErr != nil:
 		return nil, c.metadataErr
@@ -201,7 +218,7 @@ func (c *Cloud) InstanceMetadata(_ context.Context, node *v1.Node) (*cloudprovid
 func (c *Cloud) InstanceExists(_ context.Context, node *v1.Node) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.calls["InstanceExists"]++
+	c.count("InstanceExists")
 	return c.find(node) != nil, nil
 }
 
@@ -209,7 +226,7 @@ func (c *Cloud) InstanceExists(_ context.Context, node *v1.Node) (bool, error) {
 func (c *Cloud) InstanceShutdown(_ context.Context, node *v1.Node) (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.calls["InstanceShutdown"]++
+	c.count("InstanceShutdown")
 	inst := c.find(node)
 	return inst != nil && inst.Shutdown, nil
 }
