@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,8 +11,9 @@ import (
 	"github.com/stratus-ccm/stratus/internal/devenv"
 )
 
-// newDevCommand returns `stratus dev`: the one-command local environment
-// (issue #9), and `stratus dev demo`, the guided tour against it.
+// newDevCommand returns `stratus dev`: the one-command local environment,
+// `stratus dev demo`, the guided tour against it, and `stratus dev
+// minicloud`, which stops and starts its cloud.
 func newDevCommand() *cobra.Command {
 	opts := devenv.Options{}
 	cmd := &cobra.Command{
@@ -23,7 +25,9 @@ minicloud, the stratus-ccm manager configured for it, and --nodes simulated
 kubelets backed by minicloud instances. It writes <state-dir>/kubeconfig and
 <state-dir>/env, logs each component under <state-dir>/logs, prints what
 stratus does, and prints "` + devenv.ReadyLine + `" once the nodes are registered.
-Starting it again reuses the state. See docs/dev.md.`,
+A manager that exits is restarted (with a backoff); "stratus dev minicloud
+stop|start" takes the cloud down and up for outage drills. Starting it again
+reuses the state. See docs/dev.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Out = cmd.OutOrStdout()
@@ -39,7 +43,34 @@ Starting it again reuses the state. See docs/dev.md.`,
 	f.StringVar(&opts.KubeBinDir, "kube-bin-dir", "", "folder with etcd, kube-apiserver and kube-controller-manager (default: built by hack/kubebins/build.sh)")
 	f.StringVar(&opts.ManagerBinary, "manager-binary", "", "stratus-ccm binary to run (default: next to this binary, else built from the repository)")
 	f.BoolVar(&opts.NoManager, "no-manager", false, "start everything but stratus-ccm (its flags are written to <state-dir>/manager.args)")
-	cmd.AddCommand(newDevDemoCommand())
+	cmd.AddCommand(newDevDemoCommand(), newDevMinicloudCommand())
+	return cmd
+}
+
+// newDevMinicloudCommand returns `stratus dev minicloud stop|start|status`,
+// which stop and start the minicloud of a running `stratus dev` for fault
+// drills.
+func newDevMinicloudCommand() *cobra.Command {
+	var stateDir string
+	cmd := &cobra.Command{
+		Use:   "minicloud stop|start|status",
+		Short: "Stop or start the minicloud of a running `stratus dev` (outage drills)",
+		Long: `minicloud stops or starts the minicloud of the "stratus dev" running on
+--state-dir, without stopping anything else: "stop" takes its API and load
+balancers down (stratus sees a cloud outage), "start" brings them back with
+the state they had (kept in <state-dir>/minicloud), "status" says which.`,
+		Args:      cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
+		ValidArgs: devenv.MinicloudActions,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			msg, err := devenv.MinicloudControl(cmd.Context(), stateDir, args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), msg)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&stateDir, "state-dir", devenv.DefaultStateDir, "state dir of the running stratus dev")
 	return cmd
 }
 

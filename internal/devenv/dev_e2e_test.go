@@ -444,3 +444,155 @@ func TestDevEndToEnd(t *testing.T) {
 	}
 	// Ctrl-C leaves nothing running: checked by stop in the cleanup.
 }
+
+// pids returns the processes below stratus dev whose command is name.
+func (d *devRun) pids(name string) []int {
+	var out []int
+	for _, pid := range descendants(d.cmd.Process.Pid) {
+		if procName(pid) == name {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// newPid waits for a process name below stratus dev other than old.
+func (d *devRun) newPid(name string, old int) int {
+	d.t.Helper()
+	var pid int
+	poll(d.t, 60*time.Second, fmt.Sprintf("a %s other than pid %d", name, old), func(context.Context) (bool, error) {
+		for _, p := range d.pids(name) {
+			if p != old {
+				pid = p
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return pid
+}
+
+// waitOutput waits until stratus dev has printed s.
+func (d *devRun) waitOutput(timeout time.Duration, s string) {
+	d.t.Helper()
+	poll(d.t, timeout, fmt.Sprintf("stratus dev printing %q", s), func(context.Context) (bool, error) {
+		return strings.Contains(d.out.String(), s), nil
+	})
+}
+
+// minicloud runs `stratus dev minicloud <action>` and returns its output.
+func (d *devRun) minicloud(ctx context.Context, action string) (string, error) {
+	out, err := exec.CommandContext(ctx, d.bin, "dev", "minicloud", action, "--state-dir", d.stateDir).CombinedOutput()
+	return string(out), err
+}
+
+// waitLB waits for the Service's LoadBalancerReady condition to have reason
+// and returns the Service.
+func (d *devRun) waitLB(timeout time.Duration, name, reason string) *corev1.Service {
+	d.t.Helper()
+	var svc *corev1.Service
+	poll(d.t, timeout, fmt.Sprintf("service %s LoadBalancerReady reason %s", name, reason), func(ctx context.Context) (bool, error) {
+		s, err := d.conn.Kube.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		svc = s
+		for _, c := range s.Status.Conditions {
+			if c.Type == "LoadBalancerReady" && c.Reason == reason {
+				return reason != "Ready" || ingressOf(s) != "", nil
+			}
+		}
+		return false, nil
+	})
+	return svc
+}
+
+// TestDevFaultDrills rehearses the two drills of docs/dev.md: the manager
+// is killed (twice, so the restart backs off) and comes back on its own;
+// minicloud is stopped, a Service created meanwhile goes CloudError, and
+// once minicloud is started again it gets its load balancer, while what
+// existed before the outage (instances, load balancers and their traffic)
+// is still there.
+func TestDevFaultDrills(t *testing.T) {
+	t.Parallel()
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if testing.Short() {
+		t.Skip("runs stratus dev; skipped under -short")
+	}
+	manager := buildCommand(t, root, "cmd/stratus-ccm")
+	d := startDev(t, t.TempDir(), "--nodes", "1", "--manager-binary", manager, "--address-block", "250")
+	ctx := t.Context()
+	const mgrName = "stratus-ccm"
+
+	d.createLBService(ctx, "web")
+	webIP := ingressOf(d.waitLB(90*time.Second, "web", "Ready"))
+
+	// Kill the manager twice in a row: each exit is narrated with its
+	// status and the manager started again, the second time after twice
+	// the delay.
+	pids := d.pids(mgrName)
+	if len(pids) != 1 {
+		t.Fatalf("%d %s processes below stratus dev, want 1", len(pids), mgrName)
+	}
+	first := pids[0]
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.waitOutput(30*time.Second, fmt.Sprintf("stratus-ccm (pid %d) exited: signal: killed; restarting it in 1s", first))
+	second := d.newPid(mgrName, first)
+	d.waitOutput(10*time.Second, fmt.Sprintf("stratus-ccm restarted (pid %d)", second))
+	if err := syscall.Kill(second, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	d.waitOutput(30*time.Second, fmt.Sprintf("stratus-ccm (pid %d) exited: signal: killed; restarting it in 2s", second))
+	d.newPid(mgrName, second)
+	// The environment runs on and the restarted manager does its job.
+	d.createLBService(ctx, "after-crash")
+	d.waitLB(90*time.Second, "after-crash", "Ready")
+
+	// A minicloud outage.
+	before := d.instance(ctx, "node-1")
+	if out, err := d.minicloud(ctx, "stop"); err != nil || !strings.Contains(out, "minicloud stopped") {
+		t.Fatalf("stratus dev minicloud stop: %v: %s", err, out)
+	}
+	if _, err := d.conn.Cloud.ListInstances(ctx, client.ListOptions{}); err == nil {
+		t.Fatal("minicloud answers after stratus dev minicloud stop")
+	}
+	if out, err := d.minicloud(ctx, "status"); err != nil || !strings.Contains(out, "minicloud stopped") {
+		t.Errorf("stratus dev minicloud status while stopped: %v: %s", err, out)
+	}
+	if out, err := d.minicloud(ctx, "stop"); err == nil || !strings.Contains(out, "not running") {
+		t.Errorf("second stop: %v: %s, want an error saying minicloud is not running", err, out)
+	}
+	d.createLBService(ctx, "outage")
+	d.waitLB(90*time.Second, "outage", "CloudError")
+	d.waitOutput(10*time.Second, "service default/outage: LoadBalancerReady=False (CloudError)")
+
+	// Recovery: minicloud comes back with its state, and the Service that
+	// failed meanwhile gets its load balancer.
+	if out, err := d.minicloud(ctx, "start"); err != nil || !strings.Contains(out, "minicloud started") {
+		t.Fatalf("stratus dev minicloud start: %v: %s", err, out)
+	}
+	if after := d.instance(ctx, "node-1"); after.ID != before.ID || after.PrivateIP != before.PrivateIP {
+		t.Errorf("node-1's instance after the restart: %s %s, want %s %s", after.ID, after.PrivateIP, before.ID, before.PrivateIP)
+	}
+	d.waitLB(3*time.Minute, "outage", "Ready")
+	d.waitOutput(10*time.Second, "service default/outage: LoadBalancerReady=True (Ready)")
+	lbs, err := d.conn.Cloud.ListLoadBalancers(ctx, client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lbs) != 3 {
+		t.Errorf("%d load balancers after the outage, want 3 (web, after-crash, outage)", len(lbs))
+	}
+	poll(t, 60*time.Second, "web's load balancer answers again", func(ctx context.Context) (bool, error) {
+		r, err := GetReply(ctx, "http://"+net.JoinHostPort(webIP, "80")+"/")
+		return err == nil && r.Service == "web" && r.Node == "node-1", nil
+	})
+	if out, err := d.minicloud(ctx, "start"); err == nil || !strings.Contains(out, "already running") {
+		t.Errorf("second start: %v: %s, want an error saying minicloud is already running", err, out)
+	}
+}

@@ -1,7 +1,8 @@
 // Package devenv runs stratus on a local cluster and cloud: the `stratus dev`
 // command. It starts etcd, kube-apiserver and kube-controller-manager as real
-// processes (ControlPlane), minicloud in-process, the stratus-ccm manager as a
-// child process, and one simulated kubelet (Kubelet) per minicloud instance
+// processes (ControlPlane), minicloud in-process (stopped and started on
+// demand through a control socket, MinicloudControl), the stratus-ccm manager
+// as a child process restarted when it exits, and one simulated kubelet (Kubelet) per minicloud instance
 // tagged stratus-dev=node. A kubelet registers its Node as a kubelet with
 // --cloud-provider=external does, keeps it Ready with heartbeats while its
 // instance runs, and stands in for kube-proxy and a backend pod by answering

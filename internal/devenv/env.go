@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io"
-	"net"
 	"net/http"
 	"net/netip"
 	"os"
@@ -157,7 +156,9 @@ type env struct {
 	ports Ports
 	block int // the address block, X in 127.X.0.0/16
 	cp    *ControlPlane
-	cloud struct {
+	// managerBin is the stratus-ccm binary, found once and restarted.
+	managerBin string
+	cloud      struct {
 		url, token, tokenFile string
 		client                *client.Client
 	}
@@ -218,12 +219,17 @@ func (e *env) run(ctx context.Context) error {
 		return fmt.Errorf("kubernetes client: %w", err)
 	}
 
-	e.say("starting minicloud on 127.0.0.1:%d", e.ports.Minicloud)
-	cloudDone, err := e.startCloud(runCtx, logger.WithName("minicloud"))
+	e.say("starting minicloud on %s", e.cloudAddr())
+	cloud, err := e.startCloud(runCtx, logger.WithName("minicloud"))
 	if err != nil {
 		return err
 	}
-	defer func() { cancel(); <-cloudDone }()
+	defer func() { _ = cloud.stop() }()
+	waitControl, err := e.serveControl(runCtx, cloud)
+	if err != nil {
+		return err
+	}
+	defer func() { cancel(); waitControl() }()
 
 	if err := e.writeEnvFile(); err != nil {
 		return err
@@ -239,20 +245,15 @@ func (e *env) run(ctx context.Context) error {
 	defer func() { cancel(); <-narratorDone }()
 
 	if !e.opts.NoManager {
+		// The first start must succeed (bad flags or configuration end
+		// stratus dev); later exits are restarted, so killing the manager is
+		// a fault drill, not the end of the environment.
 		mgr, err := e.startManager(runCtx)
 		if err != nil {
 			return err
 		}
-		defer mgr.stop(stopCtx, stopGrace)
-		mgrFailed := make(chan error, 1)
-		go func() {
-			select {
-			case <-mgr.exited():
-				mgrFailed <- mgr.exitErr()
-			case <-runCtx.Done():
-			}
-		}()
-		failed = mergeErrs(runCtx, failed, mgrFailed)
+		sup := superviseManager(runCtx, mgr, e.launchManager, e.say)
+		defer sup.stop(stopCtx, stopGrace)
 	} else if err := e.writeManagerArgs(); err != nil {
 		return err
 	}
@@ -375,9 +376,9 @@ func addressPools(block int) (instances, public, vips netip.Prefix) {
 	return instances, public, vips
 }
 
-// startCloud runs minicloud in this process; the returned channel is closed
-// once it stopped.
-func (e *env) startCloud(ctx context.Context, logger logr.Logger) (<-chan struct{}, error) {
+// startCloud starts minicloud in this process, on the environment's port
+// and state, as a cloudServer that the control socket can stop and start.
+func (e *env) startCloud(ctx context.Context, logger logr.Logger) (*cloudServer, error) {
 	dir := filepath.Join(e.opts.StateDir, "minicloud")
 	token, tokenFile, err := loadOrCreateToken(dir)
 	if err != nil {
@@ -388,28 +389,17 @@ func (e *env) startCloud(ctx context.Context, logger logr.Logger) (<-chan struct
 	cfg.Tokens = []string{token}
 	cfg.InstanceCIDR, cfg.PublicCIDR, cfg.VIPCIDR = addressPools(e.block)
 	cfg.Logger = logger
-	srv, err := minicloud.NewServer(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("minicloud: %w", err)
+	cloud := &cloudServer{cfg: cfg, addr: e.cloudAddr(), log: logger, say: e.say, base: ctx}
+	if err := cloud.start(); err != nil {
+		return nil, err
 	}
-	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.Minicloud)))
-	if err != nil {
-		srv.Close()
-		return nil, fmt.Errorf("minicloud: %w", err)
-	}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := srv.Serve(ctx, ln); err != nil {
-			logger.Error(err, "minicloud stopped")
-		}
-	}()
-	e.cloud.url = "http://" + ln.Addr().String()
+	e.cloud.url = "http://" + cloud.addr
 	e.cloud.token, e.cloud.tokenFile = token, tokenFile
 	if e.cloud.client, err = client.New(e.cloud.url, token, client.WithUserAgent("stratus-dev")); err != nil {
-		return done, fmt.Errorf("minicloud client: %w", err)
+		_ = cloud.stop()
+		return nil, fmt.Errorf("minicloud client: %w", err)
 	}
-	return done, nil
+	return cloud, nil
 }
 
 // loadOrCreateToken returns the cloud's token from <dir>/token, creating it
@@ -539,13 +529,13 @@ func (e *env) startManager(ctx context.Context) (*process, error) {
 	if err := e.writeCloudConfig(); err != nil {
 		return nil, err
 	}
+	e.managerBin = bin
 	e.say("starting stratus-ccm (%s)", bin)
-	env := []string{"MINICLOUD_URL=" + e.cloud.url, "MINICLOUD_TOKEN_FILE=" + e.cloud.tokenFile}
-	logPath := filepath.Join(e.cp.LogDir(), "stratus-ccm.log")
-	p, err := startProcess("stratus-ccm", bin, e.managerArgs(), env, logPath)
+	p, err := e.launchManager()
 	if err != nil {
 		return nil, err
 	}
+	logPath := e.managerLog()
 	// Serving its health endpoint means its flags and configuration were
 	// accepted (it validates them before serving).
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // self-signed serving cert; /healthz only
@@ -554,6 +544,15 @@ func (e *env) startManager(ctx context.Context) (*process, error) {
 		return nil, fmt.Errorf("%w\n%s", err, tailFile(logPath, 5))
 	}
 	return p, nil
+}
+
+func (e *env) managerLog() string { return filepath.Join(e.cp.LogDir(), "stratus-ccm.log") }
+
+// launchManager starts the manager binary startManager found; its output
+// is appended to logs/stratus-ccm.log.
+func (e *env) launchManager() (*process, error) {
+	env := []string{"MINICLOUD_URL=" + e.cloud.url, "MINICLOUD_TOKEN_FILE=" + e.cloud.tokenFile}
+	return startProcess("stratus-ccm", e.managerBin, e.managerArgs(), env, e.managerLog())
 }
 
 // tailFile returns the last n lines of a log, indented, for error messages.
@@ -615,7 +614,7 @@ func (e *env) summary(nodes []string) {
 	w := e.out
 	fmt.Fprintf(w, "\nstratus dev is running (state in %s)\n", e.opts.StateDir)
 	fmt.Fprintf(w, "  kube-apiserver  %s   kubeconfig %s\n", e.cp.APIServerURL(), e.cp.KubeconfigPath())
-	fmt.Fprintf(w, "  minicloud       %s   token in %s\n", e.cloud.url, e.cloud.tokenFile)
+	fmt.Fprintf(w, "  minicloud       %s   token in %s (stop/start it: bin/stratus dev minicloud stop|start)\n", e.cloud.url, e.cloud.tokenFile)
 	if e.opts.NoManager {
 		fmt.Fprintf(w, "  stratus-ccm     not started (--no-manager)\n")
 	} else {
@@ -662,21 +661,6 @@ func waitNodesRegistered(ctx context.Context, cs kubernetes.Interface, names []s
 		case <-t.C:
 		}
 	}
-}
-
-// mergeErrs forwards the first error of a or b.
-func mergeErrs(ctx context.Context, a, b <-chan error) <-chan error {
-	out := make(chan error, 1)
-	go func() {
-		select {
-		case err := <-a:
-			out <- err
-		case err := <-b:
-			out <- err
-		case <-ctx.Done():
-		}
-	}()
-	return out
 }
 
 func fileExists(path string) bool {

@@ -9,11 +9,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+
+	"github.com/stratus-ccm/stratus/internal/controller/service"
 )
 
 // narrator prints a readable stream of what happens in the cluster: nodes
@@ -65,6 +68,9 @@ func (n *narrator) run(ctx context.Context) {
 			o, ok1 := oldObj.(*corev1.Service)
 			c, ok2 := newObj.(*corev1.Service)
 			if ok1 && ok2 {
+				if line := lbReadyChange(o, c); line != "" {
+					n.say("%s", line)
+				}
 				if before, after := ingressOf(o), ingressOf(c); before != after {
 					if after == "" {
 						n.say("service %s/%s: load balancer removed", c.Namespace, c.Name)
@@ -147,6 +153,18 @@ func addresses(n *corev1.Node) string {
 		parts = append(parts, string(a.Type)+"="+a.Address)
 	}
 	return strings.Join(parts, " ")
+}
+
+// lbReadyChange describes a change of the Service's LoadBalancerReady
+// condition (Ready, CloudError, Provisioning, ...), so an outage and the
+// recovery from it show in the stream; "" when its reason did not change.
+func lbReadyChange(o, c *corev1.Service) string {
+	was := meta.FindStatusCondition(o.Status.Conditions, service.ConditionLoadBalancerReady)
+	is := meta.FindStatusCondition(c.Status.Conditions, service.ConditionLoadBalancerReady)
+	if is == nil || (was != nil && was.Reason == is.Reason) {
+		return ""
+	}
+	return fmt.Sprintf("service %s/%s: %s=%s (%s): %s", c.Namespace, c.Name, is.Type, is.Status, is.Reason, is.Message)
 }
 
 func ingressOf(s *corev1.Service) string {
