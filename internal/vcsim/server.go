@@ -114,7 +114,9 @@ type Server struct {
 
 	mu      sync.Mutex
 	http    *http.Server
+	closed  bool
 	serving sync.WaitGroup
+	close   sync.Once
 }
 
 // Start creates the inventory and serves it until Close.
@@ -307,9 +309,12 @@ func (s *Server) Stop() {
 // running server.
 func (s *Server) Start() error {
 	s.mu.Lock()
-	running := s.http != nil
+	running, closed := s.http != nil, s.closed
 	s.mu.Unlock()
-	if running {
+	switch {
+	case closed:
+		return fmt.Errorf("vcsim: start %s: the server is closed", s.addr)
+	case running:
 		return nil
 	}
 	ln, err := net.Listen("tcp", s.addr)
@@ -327,19 +332,25 @@ func (s *Server) Running() bool {
 	return s.http != nil
 }
 
-// Close stops the server and removes its files: the simulator's temporary
-// datastore folders and the CA file.
+// Close stops the server for good and removes its files: the simulator's
+// temporary datastore folders and the CA file (unless Options.CAFile named
+// it). It is safe to call twice.
 func (s *Server) Close() {
-	s.Stop()
-	if s.sim != nil {
-		s.sim.Close()
-	}
-	if s.model != nil && s.model.Service != nil {
-		s.model.Remove()
-	}
-	if s.dir != "" {
-		_ = os.RemoveAll(s.dir)
-	}
+	s.close.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.Stop()
+		if s.sim != nil {
+			s.sim.Close()
+		}
+		if s.model != nil && s.model.Service != nil {
+			s.model.Remove()
+		}
+		if s.dir != "" {
+			_ = os.RemoveAll(s.dir)
+		}
+	})
 }
 
 // URL returns the SOAP endpoint, https://host:port/sdk (http without

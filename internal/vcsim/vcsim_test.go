@@ -367,9 +367,17 @@ func TestGuestChangeReachesWatchers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	changed := make(chan error, 1)
+	// The first callback carries the current value; the change must come
+	// as an update after it.
+	synced, changed := make(chan struct{}), make(chan error, 1)
 	go func() {
+		first := true
 		changed <- property.Wait(ctx, property.DefaultCollector(c), vm.Ref, []string{"guest.hostName"}, func(pc []types.PropertyChange) bool {
+			if first {
+				first = false
+				close(synced)
+				return false
+			}
 			for _, ch := range pc {
 				if ch.Val == "moved" {
 					return true
@@ -378,6 +386,7 @@ func TestGuestChangeReachesWatchers(t *testing.T) {
 			return false
 		})
 	}()
+	<-synced
 	if err := s.SetGuest(ctx, "node-0", vcsim.Guest{Hostname: "moved"}); err != nil {
 		t.Fatal(err)
 	}
@@ -691,6 +700,10 @@ func TestCloseRemovesFiles(t *testing.T) {
 		}
 	}
 	s.Close()
+	s.Close()
+	if err := s.Start(); err == nil {
+		t.Error("Start after Close succeeded")
+	}
 	for _, p := range []string{home, ca} {
 		if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("after Close, %s: %v", p, err)
