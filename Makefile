@@ -26,6 +26,10 @@ dev: kubebins ## Run stratus on a local cluster and cloud until Ctrl-C (stratus 
 kubebins: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl at pinned versions into .cache/kubebins (once).
 	hack/kubebins/build.sh
 
+.PHONY: kubebins-vsphere
+kubebins-vsphere: ## Build the upstream vSphere CCM (vsphere-ccm) and stratus-ccm with the upstream vSphere provider (stratus-cpv) into .cache/kubebins (once; minutes).
+	hack/kubebins/build.sh vsphere-ccm stratus-cpv
+
 .PHONY: test
 test: kubebins ## Run all tests against a real control plane (what CI runs).
 	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) go test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...

@@ -3,8 +3,15 @@
 # versions pinned by the nested modules in this folder, into
 #   .cache/kubebins/<k8s version>/   (kube-apiserver, kube-controller-manager, kubectl, etcd, helm,
 #   kwok, and ccm: the upstream cloud-controller-manager with providers/minicloud)
+# and, on request, the upstream vSphere builds: vsphere-ccm (the upstream
+# cloud-controller-manager with the upstream vSphere provider) and stratus-cpv
+# (stratus-ccm with the upstream vSphere provider).
 # A binary that is already there is not rebuilt, so a second run takes well under a
-# second. Usage: hack/kubebins/build.sh [--print-dir]
+# second.
+# Usage: hack/kubebins/build.sh [--print-dir] [NAME...]
+#   With NAMEs (e.g. vsphere-ccm stratus-cpv), builds only those. Without, builds the
+#   default set, plus kwok with KUBEBINS_KWOK=1 and the vSphere builds with
+#   KUBEBINS_VSPHERE=1.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -18,6 +25,34 @@ if [[ "${1:-}" == "--print-dir" ]]; then
 	echo "$out"
 	exit 0
 fi
+
+all_names="etcd kube-apiserver kubectl kube-controller-manager helm kwok ccm vsphere-ccm stratus-cpv"
+for name in "$@"; do
+	if [[ " $all_names " != *" $name "* ]]; then
+		echo "kubebins: unknown binary $name (want some of: $all_names)" >&2
+		exit 2
+	fi
+done
+names=" $* "
+
+# wanted NAME [OPT_IN_VARIABLE]: whether to build NAME: named on the command
+# line, or, without names, by default unless an opt-in variable is given that
+# is not 1. (Used in if, never with &&: set -e does not stop a failing build
+# called from an && list, which would stamp a binary that was not built.)
+wanted() {
+	if [[ "$names" != "  " ]]; then
+		[[ "$names" == *" $1 "* ]]
+		return
+	fi
+	[[ -z "${2:-}" || "${!2:-}" == 1 ]]
+}
+
+# sources DIR...: a short hash of the Go sources (and go.mod/go.sum) under the
+# given folders of the repository, so that a stamp changes with the code a
+# binary compiles from this tree.
+sources() {
+	(cd "$root" && find "$@" \( -name '*.go' ! -name '*_test.go' -o -name go.mod -o -name go.sum \) 2>/dev/null | sort | xargs cat | sha256sum | cut -c1-16)
+}
 
 mkdir -p "$out"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
@@ -44,17 +79,42 @@ k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
  -X k8s.io/component-base/version.gitMajor=1 -X k8s.io/component-base/version.gitMinor=$minor \
  -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
 
-build etcd etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
-build kube-apiserver k8s k8s.io/kubernetes/cmd/kube-apiserver "$K8S_VERSION" "$k8s_ldflags"
-build kubectl k8s k8s.io/kubernetes/cmd/kubectl "$K8S_VERSION" "$k8s_ldflags"
-build kube-controller-manager k8s k8s.io/kubernetes/cmd/kube-controller-manager "$K8S_VERSION" "$k8s_ldflags"
-build helm helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+if wanted etcd; then
+	build etcd etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+fi
+if wanted kube-apiserver; then
+	build kube-apiserver k8s k8s.io/kubernetes/cmd/kube-apiserver "$K8S_VERSION" "$k8s_ldflags"
+fi
+if wanted kubectl; then
+	build kubectl k8s k8s.io/kubernetes/cmd/kubectl "$K8S_VERSION" "$k8s_ldflags"
+fi
+if wanted kube-controller-manager; then
+	build kube-controller-manager k8s k8s.io/kubernetes/cmd/kube-controller-manager "$K8S_VERSION" "$k8s_ldflags"
+fi
+if wanted helm; then
+	build helm helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+fi
 # kwok (simulated kubelets at scale) is for benchmarks that do not use it yet; it is
 # built only on request so that make test stays short.
-if [[ "${KUBEBINS_KWOK:-}" == 1 ]]; then
+if wanted kwok KUBEBINS_KWOK; then
 	build kwok kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
 fi
 # The upstream CCM compiles the working tree's provider, so its stamp also covers
 # the sources it is built from.
-ccm_sources=$(cd "$root" && find providers minicloud/api minicloud/client pkg -name '*.go' ! -name '*_test.go' 2>/dev/null | sort | xargs cat | sha256sum | cut -c1-16)
-build ccm ccm github.com/stratus-ccm/stratus/hack/kubebins/ccm "$K8S_VERSION+$ccm_sources" "$k8s_ldflags"
+if wanted ccm; then
+	build ccm ccm github.com/stratus-ccm/stratus/hack/kubebins/ccm \
+		"$K8S_VERSION+$(sources providers minicloud/api minicloud/client pkg hack/kubebins/ccm)" "$k8s_ldflags"
+fi
+# The vSphere builds compile the upstream vSphere provider and its NSX-T SDK (a
+# 155,000-line package: minutes per cold build), so they are built only on request.
+# vsphere-ccm shares ccm's main (hack/kubebins/ccm/upstream); stratus-cpv compiles
+# stratus-ccm's command from this tree.
+if wanted vsphere-ccm KUBEBINS_VSPHERE; then
+	build vsphere-ccm vsphere-ccm github.com/stratus-ccm/stratus/hack/kubebins/vsphere-ccm \
+		"$K8S_VERSION+cpv-$CPV_VERSION+$(sources hack/kubebins/ccm/upstream hack/kubebins/vsphere-ccm)" "$k8s_ldflags"
+fi
+if wanted stratus-cpv KUBEBINS_VSPHERE; then
+	build stratus-cpv stratus-cpv github.com/stratus-ccm/stratus/hack/kubebins/stratus-cpv \
+		"$K8S_VERSION+cpv-$CPV_VERSION+$(sources go.mod go.sum cmd internal pkg providers minicloud hack/kubebins/stratus-cpv)" \
+		"$k8s_ldflags -X main.version=cpv-$CPV_VERSION"
+fi
