@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -392,7 +393,7 @@ func (s *Server) describe(ctx context.Context, refs []types.ManagedObjectReferen
 	}
 	var hosts []mo.HostSystem
 	if len(hostRefs) > 0 {
-		if err := pc.Retrieve(ctx, slices.Collect(mapsKeys(hostRefs)), []string{"name", "parent"}, &hosts); err != nil {
+		if err := pc.Retrieve(ctx, slices.Collect(maps.Keys(hostRefs)), []string{"name", "parent"}, &hosts); err != nil {
 			return nil, err
 		}
 	}
@@ -424,16 +425,6 @@ func (s *Server) describe(ctx context.Context, refs []types.ManagedObjectReferen
 		out = append(out, vm)
 	}
 	return out, nil
-}
-
-func mapsKeys[K comparable, V any](m map[K]V) func(func(K) bool) {
-	return func(yield func(K) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // power runs a power operation on a VM and waits for its task.
