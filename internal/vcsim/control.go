@@ -166,6 +166,9 @@ type RemoteOptions struct {
 	Username, Password string
 	// CAFile, or else Thumbprint, is how to trust an HTTPS server.
 	CAFile, Thumbprint string
+	// Insecure skips verifying an HTTPS server's certificate when neither
+	// CAFile nor Thumbprint is given.
+	Insecure bool
 }
 
 // NewRemote returns a client of the control API.
@@ -205,8 +208,10 @@ func NewRemote(o RemoteOptions) (*Remote, error) {
 				}
 				return nil
 			}
+		case o.Insecure:
+			cfg.InsecureSkipVerify = true
 		default:
-			return nil, errors.New("vcsim: an https server needs a CA file or a thumbprint")
+			return nil, errors.New("vcsim: an https server needs a CA file, a thumbprint or insecure")
 		}
 		tr.TLSClientConfig = cfg
 	}

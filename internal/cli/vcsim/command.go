@@ -146,6 +146,7 @@ type clientFlags struct {
 	stateDir                   string
 	server, username, password string
 	caFile, thumbprint         string
+	insecure                   bool
 	output                     string
 }
 
@@ -158,6 +159,7 @@ func addClientFlags(cmd *cobra.Command) *clientFlags {
 	p.StringVar(&f.password, "password", "", "password (default: from the state dir, else "+vcsim.DefaultPassword+")")
 	p.StringVar(&f.caFile, "ca-file", "", "CA certificate of an HTTPS server (default: from the state dir)")
 	p.StringVar(&f.thumbprint, "thumbprint", "", "SHA-1 thumbprint to pin instead of --ca-file")
+	p.BoolVar(&f.insecure, "insecure", false, "do not verify the server's certificate (when there is no CA file or thumbprint)")
 	p.StringVarP(&f.output, "output", "o", "table", "output format: table or json")
 	return f
 }
@@ -180,14 +182,15 @@ func (f *clientFlags) remote() (*vcsim.Remote, error) {
 	default:
 		return nil, fmt.Errorf("--state-dir: %w", err)
 	}
-	o := vcsim.RemoteOptions{Server: st.Server, Username: st.Username, Password: st.Password, CAFile: st.CAFile, Thumbprint: st.Thumbprint}
+	o := vcsim.RemoteOptions{Server: st.Server, Username: st.Username, Password: st.Password, CAFile: st.CAFile, Thumbprint: st.Thumbprint, Insecure: f.insecure}
 	for _, v := range []struct{ flag, dst *string }{{&f.server, &o.Server}, {&f.username, &o.Username}, {&f.password, &o.Password}} {
 		if *v.flag != "" {
 			*v.dst = *v.flag
 		}
 	}
-	// An explicit trust flag replaces both stored ones.
-	if f.caFile != "" || f.thumbprint != "" {
+	// An explicit trust flag replaces the stored ones, and so does another
+	// --server: the state dir's certificate is not that server's.
+	if f.caFile != "" || f.thumbprint != "" || f.insecure || (f.server != "" && f.server != st.Server) {
 		o.CAFile, o.Thumbprint = f.caFile, f.thumbprint
 	}
 	r, err := vcsim.NewRemote(o)

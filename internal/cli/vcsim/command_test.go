@@ -215,6 +215,14 @@ func TestServeAndDrive(t *testing.T) {
 	if _, err := run(t, "vm", "list", sd, "--thumbprint", st.Thumbprint, "--server", st.Server); err != nil {
 		t.Errorf("--thumbprint: %v", err)
 	}
+	// Another --server does not inherit the state dir's CA.
+	other := "--server=https://localhost" + strings.TrimPrefix(st.Server, "https://127.0.0.1")
+	if _, err := run(t, "vm", "list", sd, other); err == nil || !strings.Contains(err.Error(), "CA file") {
+		t.Errorf("--server without trust: %v", err)
+	}
+	if _, err := run(t, "vm", "power-on", "node-1", "--state-dir", t.TempDir(), other, "--insecure", "--username", "admin", "--password", "s3cret"); err != nil {
+		t.Errorf("--insecure without a state dir: %v", err)
+	}
 }
 
 func TestServeBadFlags(t *testing.T) {
