@@ -374,9 +374,6 @@ func (s *Server) Userinfo() *url.Userinfo {
 	return url.UserPassword(s.opts.Username, s.opts.Password)
 }
 
-// Options returns the options the server runs with, defaults filled in.
-func (s *Server) Options() Options { return s.opts }
-
 // TLS reports whether the server serves HTTPS.
 func (s *Server) TLS() bool { return !s.opts.DisableTLS }
 
