@@ -6,4 +6,5 @@ package main
 // add its package here (a blank import).
 import (
 	_ "github.com/stratus-ccm/stratus/providers/minicloud" // registers "minicloud"
+	_ "github.com/stratus-ccm/stratus/providers/vsphere"   // registers "vsphere"
 )

@@ -30,6 +30,14 @@ type Instance struct {
 	// UUID here (compared case-insensitively). A provider whose firmware UUID
 	// can be read in either byte order lists both. Optional.
 	SystemUUIDs []string
+	// MetadataErr, when set, says why the instance's metadata is not
+	// complete yet (a VM whose guest reports no IP addresses, for example).
+	// The instance exists and Shutdown is accurate, but InstanceMetadata for
+	// its node should fail with this error, as InstancesV2.InstanceMetadata
+	// would, instead of answering with Metadata: a node is then not
+	// initialized with missing addresses or labels. Metadata.ProviderID is
+	// still set. Optional.
+	MetadataErr error
 }
 
 // InstanceLister lists every instance the provider can see, in one call (the

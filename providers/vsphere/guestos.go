@@ -1,0 +1,111 @@
+package vsphere
+
+// guestOSNames maps the short OS name of instance types to the vSphere
+// guest OS identifiers (config.guestId) that have it. The names are the
+// ones the upstream vSphere cloud provider puts in its instance types, so
+// that nodes keep their node.kubernetes.io/instance-type label when a
+// cluster switches providers; identifiers not listed are "unknown", as
+// upstream.
+var guestOSNames = map[string][]string{
+	"asianux3":         {"asianux3Guest", "asianux3_64Guest"},
+	"asianux4":         {"asianux4Guest", "asianux4_64Guest"},
+	"asianux5":         {"asianux5_64Guest"},
+	"asianux7":         {"asianux7_64Guest"},
+	"centos":           {"centosGuest"},
+	"centos6":          {"centos6Guest", "centos6_64Guest"},
+	"centos64":         {"centos64Guest"},
+	"centos7":          {"centos7Guest", "centos7_64Guest"},
+	"coreos":           {"coreos64Guest"},
+	"darwin":           {"darwin10Guest", "darwin10_64Guest", "darwin11Guest", "darwin11_64Guest", "darwin12_64Guest", "darwin13_64Guest", "darwin14_64Guest", "darwin15_64Guest", "darwin16_64Guest", "darwin64Guest", "darwinGuest"},
+	"debian10":         {"debian10Guest", "debian10_64Guest"},
+	"debian4":          {"debian4Guest", "debian4_64Guest"},
+	"debian5":          {"debian5Guest", "debian5_64Guest"},
+	"debian6":          {"debian6Guest", "debian6_64Guest"},
+	"debian7":          {"debian7Guest", "debian7_64Guest"},
+	"debian8":          {"debian8Guest", "debian8_64Guest"},
+	"debian9":          {"debian9Guest", "debian9_64Guest"},
+	"dos":              {"dosGuest"},
+	"eComStation":      {"eComStationGuest"},
+	"eComStation2":     {"eComStation2Guest"},
+	"fedora":           {"fedora64Guest", "fedoraGuest"},
+	"freebsd":          {"freebsd64Guest", "freebsdGuest"},
+	"linux":            {"genericLinuxGuest", "other24xLinux64Guest", "other24xLinuxGuest", "other26xLinux64Guest", "other26xLinuxGuest", "other3xLinux64Guest", "other3xLinuxGuest", "otherLinux64Guest", "otherLinuxGuest"},
+	"mandrake":         {"mandrakeGuest"},
+	"mandriva":         {"mandriva64Guest", "mandrivaGuest"},
+	"netware4":         {"netware4Guest"},
+	"netware5":         {"netware5Guest"},
+	"netware6":         {"netware6Guest"},
+	"nld9":             {"nld9Guest"},
+	"oes":              {"oesGuest"},
+	"openServer5":      {"openServer5Guest"},
+	"openServer6":      {"openServer6Guest"},
+	"opensuse":         {"opensuse64Guest", "opensuseGuest"},
+	"oracleLinux":      {"oracleLinux64Guest", "oracleLinuxGuest"},
+	"oracleLinux6":     {"oracleLinux6Guest", "oracleLinux6_64Guest"},
+	"oracleLinux7":     {"oracleLinux7Guest", "oracleLinux7_64Guest"},
+	"os2":              {"os2Guest"},
+	"other":            {"otherGuest", "otherGuest64"},
+	"photon":           {"vmwarePhoton64Guest"},
+	"rhel":             {"redhatGuest"},
+	"rhel2":            {"rhel2Guest"},
+	"rhel3":            {"rhel3Guest", "rhel3_64Guest"},
+	"rhel4":            {"rhel4Guest", "rhel4_64Guest"},
+	"rhel5":            {"rhel5Guest", "rhel5_64Guest"},
+	"rhel6":            {"rhel6Guest", "rhel6_64Guest"},
+	"rhel7":            {"rhel7Guest", "rhel7_64Guest"},
+	"sjds":             {"sjdsGuest"},
+	"sles":             {"slesGuest"},
+	"sles10":           {"sles10Guest", "sles10_64Guest"},
+	"sles11":           {"sles11Guest", "sles11_64Guest"},
+	"sles12":           {"sles12Guest", "sles12_64Guest"},
+	"sles64":           {"sles64Guest"},
+	"solaris10":        {"solaris10Guest", "solaris10_64Guest"},
+	"solaris11":        {"solaris11_64Guest"},
+	"solaris6":         {"solaris6Guest"},
+	"solaris7":         {"solaris7Guest"},
+	"solaris8":         {"solaris8Guest"},
+	"solaris9":         {"solaris9Guest"},
+	"suse":             {"suse64Guest", "suseGuest"},
+	"turbolinux":       {"turboLinux64Guest", "turboLinuxGuest"},
+	"ubuntu":           {"ubuntu64Guest", "ubuntuGuest"},
+	"unixware7":        {"unixWare7Guest"},
+	"vmkernel":         {"vmkernelGuest"},
+	"vmkernel5":        {"vmkernel5Guest"},
+	"vmkernel6":        {"vmkernel6Guest"},
+	"vmkernel65":       {"vmkernel65Guest"},
+	"win10":            {"windows9Guest", "windows9_64Guest"},
+	"win10server":      {"windows9Server64Guest"},
+	"win2000advserv":   {"win2000AdvServGuest"},
+	"win2000pro":       {"win2000ProGuest"},
+	"win2000serv":      {"win2000ServGuest"},
+	"win31":            {"win31Guest"},
+	"win7":             {"windows7Guest", "windows7_64Guest"},
+	"win7server":       {"windows7Server64Guest"},
+	"win8":             {"windows8Guest", "windows8_64Guest"},
+	"win8server":       {"windows8Server64Guest"},
+	"win95":            {"win95Guest"},
+	"win98":            {"win98Guest"},
+	"windowshyperv":    {"windowsHyperVGuest"},
+	"winlonghorn":      {"winLonghorn64Guest", "winLonghornGuest"},
+	"winme":            {"winMeGuest"},
+	"winnetbusiness":   {"winNetBusinessGuest"},
+	"winnetdatacenter": {"winNetDatacenter64Guest", "winNetDatacenterGuest"},
+	"winnetenterprise": {"winNetEnterprise64Guest", "winNetEnterpriseGuest"},
+	"winnetstandard":   {"winNetStandard64Guest", "winNetStandardGuest"},
+	"winnetweb":        {"winNetWebGuest"},
+	"winnt":            {"winNTGuest"},
+	"winvista":         {"winVista64Guest", "winVistaGuest"},
+	"winxphome":        {"winXPHomeGuest"},
+	"winxppro":         {"winXPPro64Guest", "winXPProGuest"},
+}
+
+// guestOS is the short OS name of a guest OS identifier.
+var guestOS = func() map[string]string {
+	m := map[string]string{}
+	for name, ids := range guestOSNames {
+		for _, id := range ids {
+			m[id] = name
+		}
+	}
+	return m
+}()
