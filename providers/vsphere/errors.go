@@ -67,7 +67,7 @@ func isNotAuthenticated(err error) bool {
 	if err == nil {
 		return false
 	}
-	if fault.Is(err, &types.NotAuthenticated{}) {
+	if fault.Is(err, &types.NotAuthenticated{}) || errors.Is(err, errSessionGone) {
 		return true
 	}
 	if soap.IsSoapFault(err) {
@@ -161,4 +161,30 @@ func isConnectionError(err error) bool {
 	return errors.As(err, &ue) || errors.As(err, &ne) || errors.As(err, &oe) ||
 		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
+}
+
+// asFault finds a vCenter fault of type T (a fault struct such as
+// types.ManagedObjectNotFound) in err.
+func asFault[T any](err error, target *T) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		var f any
+		switch {
+		case soap.IsSoapFault(e):
+			f = soap.ToSoapFault(e).VimFault()
+		case soap.IsVimFault(e):
+			f = soap.ToVimFault(e)
+		default:
+			continue
+		}
+		if t, ok := f.(T); ok {
+			*target = t
+			return true
+		}
+		if t, ok := f.(*T); ok {
+			*target = *t
+			return true
+		}
+		return false
+	}
+	return false
 }

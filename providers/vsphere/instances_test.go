@@ -196,3 +196,5 @@ func TestPowerOffAndDestroy(t *testing.T) {
 		t.Errorf("listing after destroy: %d instances, destroyed VM listed: %t", len(list), ok)
 	}
 }
+
+func nodeNamed(name string) *v1.Node { return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}} }

@@ -2,6 +2,7 @@ package vsphere
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/vmware/govmomi/fault"
 	"github.com/vmware/govmomi/find"
 	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/methods"
@@ -110,8 +112,32 @@ func (inv *inventory) withViews(ctx context.Context, what string, fn func(contex
 		if err != nil {
 			return err
 		}
-		return fn(ctx, vc, views)
+		return inv.viewsGone(ctx, vc, gen, fn(ctx, vc, views))
 	})
+}
+
+// errSessionGone says the session's objects are gone although vCenter
+// answered without NotAuthenticated (vcsim answers property retrieves
+// without a session); the caller logs in again.
+var errSessionGone = errors.New("the vCenter session is gone")
+
+// viewsGone handles err when it says one of the session's views no longer
+// exists: the views are created again, and when the session itself is gone
+// err becomes errSessionGone.
+func (inv *inventory) viewsGone(ctx context.Context, vc *vim25.Client, gen uint64, err error) error {
+	var nf types.ManagedObjectNotFound
+	if err == nil || !asFault(err, &nf) || nf.Obj.Type != "ContainerView" {
+		return err
+	}
+	inv.viewMu.Lock()
+	if inv.viewGen == gen {
+		inv.views = nil
+	}
+	inv.viewMu.Unlock()
+	if us, serr := session.NewManager(vc).UserSession(ctx); serr == nil && us == nil || isNotAuthenticated(serr) {
+		return fmt.Errorf("%w: %w", errSessionGone, err)
+	}
+	return err
 }
 
 // retrieve lists every VM in one paged RetrievePropertiesEx.
@@ -267,6 +293,7 @@ func (inv *inventory) watchOnce(ctx context.Context, changed func()) (synced boo
 		_ = pc.Destroy(dctx)
 	}()
 	_, err = pc.CreateFilter(setupCtx, types.CreateFilter{Spec: filterSpec(views)})
+	err = inv.viewsGone(setupCtx, vc, gen, err)
 	cancel()
 	if err != nil {
 		return false, err

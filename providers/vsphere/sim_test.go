@@ -158,7 +158,13 @@ func (s *sim) task(what string, t *object.Task, err error) {
 // createVM creates and powers on a VM in the cluster's resource pool.
 func (s *sim) createVM(name string) {
 	s.t.Helper()
-	finderVM := s.vms()["DC0_C0_RP0_VM0"]
+	var finderVM *object.VirtualMachine
+	for _, n := range []string{"DC0_C0_RP0_VM0", "DC0_C0_RP0_VM1"} {
+		if v := s.vms()[n]; v != nil {
+			finderVM = v
+			break
+		}
+	}
 	var o mo.VirtualMachine
 	if err := finderVM.Properties(s.ctx, finderVM.Reference(), []string{"resourcePool", "parent"}, &o); err != nil {
 		s.t.Fatal(err)

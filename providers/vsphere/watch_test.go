@@ -1,0 +1,237 @@
+package vsphere
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/vim25/mo"
+
+	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+)
+
+// watching starts WatchInstances and waits until the watch has synced.
+func watching(t *testing.T, c *Cloud) *atomic.Int64 {
+	t.Helper()
+	var changes atomic.Int64
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := c.WatchInstances(ctx, func() { changes.Add(1) }); err != nil {
+			t.Errorf("WatchInstances: %v", err)
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+	eventually(t, "the watch to sync", func() (bool, string) {
+		return c.synced(), fmt.Sprintf("%d changes", changes.Load())
+	})
+	return &changes
+}
+
+// synced reports whether every vCenter's watch has synced.
+func (c *Cloud) synced() bool {
+	for _, v := range c.vcs {
+		v.inv.mu.Lock()
+		ok := v.inv.synced
+		v.inv.mu.Unlock()
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
+
+func listed(t *testing.T, c *Cloud, name string) (pcp.Instance, bool, string) {
+	list, err := c.ListInstances(t.Context())
+	if err != nil {
+		return pcp.Instance{}, false, err.Error()
+	}
+	inst, ok := byName(list)[name]
+	return inst, ok, fmt.Sprintf("%d instances", len(list))
+}
+
+func TestWatchDeliversChanges(t *testing.T) {
+	s := newSim(t)
+	rec := &recorder{}
+	c := s.cloud(s.config(""), rec)
+	changes := watching(t, c)
+
+	// Listings come from the watch: no request to vCenter.
+	before := rec.count("RetrievePropertiesEx")
+	if _, err := c.ListInstances(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if after := rec.count("RetrievePropertiesEx"); after != before {
+		t.Errorf("a listing after the watch synced made %d retrieves", after-before)
+	}
+
+	n := changes.Load()
+	vm := s.vms()["DC0_C0_RP0_VM0"]
+	tk, err := vm.PowerOff(s.ctx)
+	s.task("power off", tk, err)
+	eventually(t, "the watch to report the power-off", func() (bool, string) {
+		inst, ok, state := listed(t, c, "DC0_C0_RP0_VM0")
+		return ok && inst.Shutdown && changes.Load() > n, state
+	})
+
+	n = changes.Load()
+	tk, err = vm.Destroy(s.ctx)
+	s.task("destroy", tk, err)
+	eventually(t, "the watch to report the destroy", func() (bool, string) {
+		_, ok, state := listed(t, c, "DC0_C0_RP0_VM0")
+		return !ok && state == "3 instances" && changes.Load() > n, state
+	})
+
+	n = changes.Load()
+	s.createVM("worker-new")
+	eventually(t, "the watch to report the new VM", func() (bool, string) {
+		inst, ok, state := listed(t, c, "worker-new")
+		return ok && !inst.Shutdown && changes.Load() > n, state
+	})
+
+	n = changes.Load()
+	s.setGuest("worker-new", "worker-new", nic("VM Network", "10.1.0.7"))
+	eventually(t, "the watch to report the guest's IP", func() (bool, string) {
+		inst, ok, state := listed(t, c, "worker-new")
+		return ok && inst.MetadataErr == nil && len(inst.Metadata.NodeAddresses) == 3 && changes.Load() > n,
+			fmt.Sprintf("%s %v %v", state, inst.Metadata.NodeAddresses, inst.MetadataErr)
+	})
+	for _, p := range rec.allPaths() {
+		if p == "config" || p == "summary" || p == "guest" {
+			t.Errorf("a request asked for %q", p)
+		}
+	}
+}
+
+func TestWatchRecoversFromSessionLoss(t *testing.T) {
+	s := newSim(t)
+	rec := &recorder{}
+	c := s.cloud(s.config(""), rec)
+	watching(t, c)
+	logins := rec.count("Login")
+
+	// vCenter ends the provider's session (as after a restart or an idle
+	// timeout): the watch and listings log in again.
+	s.terminateSessions()
+	vm := s.vms()["DC0_H0_VM0"]
+	tk, err := vm.PowerOff(s.ctx)
+	s.task("power off", tk, err)
+	eventually(t, "the power-off after the session was lost", func() (bool, string) {
+		inst, ok, state := listed(t, c, "DC0_H0_VM0")
+		return ok && inst.Shutdown, state
+	})
+	eventually(t, "the watch to sync again", func() (bool, string) { return c.synced(), "" })
+	if n := rec.count("Login"); n <= logins {
+		t.Errorf("no new login after the session was terminated (%d logins)", n)
+	}
+}
+
+func TestListingRecoversFromSessionLoss(t *testing.T) {
+	s := newSim(t)
+	c := s.cloud(s.config(""), nil)
+	if _, err := c.ListInstances(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	s.terminateSessions()
+	if _, err := c.ListInstances(t.Context()); err != nil {
+		t.Fatalf("ListInstances after the session was terminated: %v", err)
+	}
+}
+
+func TestWrongPassword(t *testing.T) {
+	s := newSim(t)
+	c := s.cloud(strings.Replace(s.config(""), simPassword, "wrong-pw", 1), nil)
+	_, err := c.ListInstances(t.Context())
+	if !errors.Is(err, ErrInvalidLogin) {
+		t.Fatalf("ListInstances with a wrong password: %v, want ErrInvalidLogin", err)
+	}
+	if pcp.IsTransient(err) || strings.Contains(err.Error(), "wrong-pw") {
+		t.Errorf("error %q is transient or shows the password", err)
+	}
+	node := nodeNamed("DC0_H0_VM0")
+	if ok, err := c.InstanceExists(t.Context(), node); err == nil || ok {
+		t.Errorf("InstanceExists with a wrong password = %t, %v; want an error", ok, err)
+	}
+	if _, err := c.InstanceMetadata(t.Context(), node); err == nil || !errors.Is(err, ErrInvalidLogin) {
+		t.Errorf("InstanceMetadata with a wrong password: %v", err)
+	}
+	// The watch fails the same way and never reports an empty inventory.
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = c.WatchInstances(ctx, func() {})
+	}()
+	eventually(t, "the watch to fail", func() (bool, string) {
+		v := c.vcs[0].inv
+		v.mu.Lock()
+		defer v.mu.Unlock()
+		return v.watchErr != nil, ""
+	})
+	if _, err := c.ListInstances(t.Context()); !errors.Is(err, ErrInvalidLogin) {
+		t.Errorf("ListInstances while the watch fails: %v", err)
+	}
+	cancel()
+	<-done
+}
+
+func TestVCenterStopped(t *testing.T) {
+	s := newSim(t)
+	c := s.cloud(s.config(""), nil)
+	watching(t, c)
+	plain := s.cloud(s.config(""), nil)
+	if _, err := plain.ListInstances(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// vCenter goes away with the watch's long poll in flight.
+	s.server.CloseClientConnections()
+	s.server.Close()
+	eventually(t, "listings to fail", func() (bool, string) {
+		_, err := c.ListInstances(t.Context())
+		return err != nil, fmt.Sprint(err)
+	})
+	_, err := c.ListInstances(t.Context())
+	if !pcp.IsTransient(err) {
+		t.Errorf("ListInstances with vCenter down: %v, want a transient error", err)
+	}
+	if _, err := plain.ListInstances(t.Context()); !pcp.IsTransient(err) {
+		t.Errorf("ListInstances (no watch) with vCenter down: %v, want a transient error", err)
+	}
+	if ok, err := plain.InstanceExists(t.Context(), nodeNamed("DC0_H0_VM0")); err == nil || ok {
+		t.Errorf("InstanceExists with vCenter down = %t, %v", ok, err)
+	}
+}
+
+// terminateSessions ends every session but the administrator's.
+func (s *sim) terminateSessions() {
+	s.t.Helper()
+	var sm mo.SessionManager
+	m := session.NewManager(s.admin)
+	if err := property.DefaultCollector(s.admin).RetrieveOne(s.ctx, m.Reference(), []string{"sessionList"}, &sm); err != nil {
+		s.t.Fatal(err)
+	}
+	current, err := m.UserSession(s.ctx)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	var others []string
+	for _, us := range sm.SessionList {
+		if us.Key != current.Key {
+			others = append(others, us.Key)
+		}
+	}
+	if err := m.TerminateSession(s.ctx, others); err != nil {
+		s.t.Fatalf("terminate sessions: %v", err)
+	}
+}
