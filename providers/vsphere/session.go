@@ -49,6 +49,7 @@ type conn struct {
 	// credentials wait, so vCenter does not lock the account out.
 	lastLoginErr error
 	lastLoginAt  time.Time
+	refused      credential
 	credsChanged chan struct{}
 }
 
@@ -61,12 +62,9 @@ func (c *conn) sdkURL() *url.URL {
 	return &url.URL{Scheme: "https", Host: net.JoinHostPort(c.vc.Server, strconv.Itoa(c.vc.Port)), Path: "/sdk"}
 }
 
-// credentialsChanged forgets a refused login so the next call tries the
-// new credentials at once, and wakes a watch waiting to retry.
+// credentialsChanged wakes a watch waiting to retry, so that new
+// credentials are tried at once.
 func (c *conn) credentialsChanged() {
-	c.mu.Lock()
-	c.lastLoginErr = nil
-	c.mu.Unlock()
 	select {
 	case c.credsChanged <- struct{}{}:
 	default:
@@ -80,14 +78,20 @@ func (c *conn) client(ctx context.Context) (*vim25.Client, uint64, error) {
 	if c.vim != nil {
 		return c.vim, c.gen, nil
 	}
-	if c.lastLoginErr != nil && time.Since(c.lastLoginAt) < maxLoginFailureBackoff {
+	cred, err := c.creds.get()
+	if err != nil {
+		return nil, 0, err
+	}
+	// Refused credentials are not tried again for a while (vCenter may lock
+	// the account out), unless they changed.
+	if c.lastLoginErr != nil && cred == c.refused && time.Since(c.lastLoginAt) < maxLoginFailureBackoff {
 		return nil, 0, c.lastLoginErr
 	}
-	vc, ka, err := c.login(ctx)
+	vc, ka, err := c.login(ctx, cred)
 	c.lastLoginAt = time.Now()
 	if err != nil {
 		if errors.Is(err, ErrInvalidLogin) {
-			c.lastLoginErr = err
+			c.lastLoginErr, c.refused = err, cred
 		}
 		return nil, 0, err
 	}
@@ -126,11 +130,7 @@ func (c *conn) transport(rt http.RoundTripper) http.RoundTripper {
 }
 
 // login opens a SOAP session with the current credentials.
-func (c *conn) login(ctx context.Context) (*vim25.Client, *keepalive.HandlerSOAP, error) {
-	cred, err := c.creds.get()
-	if err != nil {
-		return nil, nil, err
-	}
+func (c *conn) login(ctx context.Context, cred credential) (*vim25.Client, *keepalive.HandlerSOAP, error) {
 	sc, err := c.newSOAPClient()
 	if err != nil {
 		return nil, nil, err

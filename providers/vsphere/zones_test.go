@@ -1,0 +1,200 @@
+package vsphere
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/vmware/govmomi/vapi/rest"
+	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/soap"
+	"github.com/vmware/govmomi/vim25/types"
+	cloudprovider "k8s.io/cloud-provider"
+	k8stypes "k8s.io/apimachinery/pkg/types"
+
+	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+)
+
+// strictConfig is a config for the simulator that verifies its
+// certificate with tlsLines (caFile or thumbprint).
+func (s *sim) strictConfig(tlsLines string) string {
+	h, p := s.hostPort()
+	return fmt.Sprintf("global:\n  user: %s\n  password: %s\nvcenter:\n  sim:\n    server: %s\n    port: %s\n%s", simUser, simPassword, h, p, tlsLines)
+}
+
+// tag attaches a tag of category to the inventory object at path.
+func (s *sim) tag(m *tags.Manager, category, name string, obj types.ManagedObjectReference) {
+	s.t.Helper()
+	cats, err := m.GetCategories(s.ctx)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	catID := ""
+	for _, c := range cats {
+		if c.Name == category {
+			catID = c.ID
+		}
+	}
+	if catID == "" {
+		if catID, err = m.CreateCategory(s.ctx, &tags.Category{Name: category, Cardinality: "SINGLE"}); err != nil {
+			s.t.Fatal(err)
+		}
+	}
+	id, err := m.CreateTag(s.ctx, &tags.Tag{Name: name, CategoryID: catID})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	if err := m.AttachTag(s.ctx, id, obj); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+func (s *sim) tags() *tags.Manager {
+	s.t.Helper()
+	rc := rest.NewClient(s.admin)
+	if err := rc.Login(s.ctx, url.UserPassword(simUser, simPassword)); err != nil {
+		s.t.Fatalf("REST login: %v", err)
+	}
+	return tags.NewManager(rc)
+}
+
+func (s *sim) ref(kind, name string) types.ManagedObjectReference {
+	s.t.Helper()
+	for _, e := range s.model.Map().All(kind) {
+		if e.Entity().Name == name {
+			return e.Reference()
+		}
+	}
+	s.t.Fatalf("no %s %s", kind, name)
+	return types.ManagedObjectReference{}
+}
+
+func TestZonesFromTags(t *testing.T) {
+	s := newSim(t)
+	m := s.tags()
+	s.tag(m, "k8s-region", "region-1", s.ref("Datacenter", "DC0"))
+	s.tag(m, "k8s-zone", "zone-a", s.ref("ClusterComputeResource", "DC0_C0"))
+	s.tag(m, "k8s-zone", "zone-b", s.ref("HostSystem", "DC0_H0"))
+	nearest := s.ref("HostSystem", "DC0_C0_H0")
+	s.tag(m, "k8s-zone", "zone-c", nearest) // a host's own tag beats its cluster's
+	s.tag(m, "other", "not-a-zone", s.ref("HostSystem", "DC0_C0_H1"))
+
+	cert, err := s.server.CertificateFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	c := s.cloud(s.strictConfig("    caFile: "+cert+"\nlabels:\n  zone: k8s-zone\n  region: k8s-region\n"), rec)
+	list, err := c.ListInstances(t.Context())
+	if err != nil {
+		t.Fatalf("ListInstances: %v", err)
+	}
+	if len(list) != 4 {
+		t.Fatalf("%d instances", len(list))
+	}
+	for _, inst := range list {
+		var o mo.VirtualMachine
+		vm := s.vms()[inst.Name]
+		if err := vm.Properties(s.ctx, vm.Reference(), []string{"runtime.host"}, &o); err != nil {
+			t.Fatal(err)
+		}
+		want := "zone-a"
+		switch *o.Runtime.Host {
+		case nearest:
+			want = "zone-c"
+		case s.ref("HostSystem", "DC0_H0"):
+			want = "zone-b"
+		}
+		if inst.Metadata.Zone != want || inst.Metadata.Region != "region-1" {
+			t.Errorf("%s on %s: zone %q region %q, want %q region-1", inst.Name, o.Runtime.Host.Value, inst.Metadata.Zone, inst.Metadata.Region, want)
+		}
+		if inst.MetadataErr != nil && !strings.Contains(inst.MetadataErr.Error(), "no IP addresses yet") {
+			t.Errorf("%s: %v", inst.Name, inst.MetadataErr)
+		}
+	}
+	batched := 0
+	for _, r := range rec.rest {
+		if strings.Contains(r, "tagging/tag-association") {
+			batched++
+		}
+	}
+	if batched != 1 {
+		t.Errorf("%d tag-association calls, want 1 batched call: %v", batched, rec.rest)
+	}
+	// The next listing uses the cached zones.
+	restBefore := len(rec.rest)
+	if _, err := c.ListInstances(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(rec.rest) - restBefore; n != 0 {
+		t.Errorf("a second listing made %d REST calls", n)
+	}
+
+	// Zones answers from the same data.
+	uuid := strings.ToLower(s.vmUUID("DC0_H0_VM0"))
+	z, err := c.GetZoneByProviderID(t.Context(), "vsphere://"+uuid)
+	if err != nil || z != (cloudprovider.Zone{FailureDomain: "zone-b", Region: "region-1"}) {
+		t.Errorf("GetZoneByProviderID = %+v, %v", z, err)
+	}
+	z, err = c.GetZoneByNodeName(t.Context(), k8stypes.NodeName("DC0_H0_VM1"))
+	if err != nil || z != (cloudprovider.Zone{FailureDomain: "zone-b", Region: "region-1"}) {
+		t.Errorf("GetZoneByNodeName = %+v, %v", z, err)
+	}
+	if _, err := c.GetZoneByNodeName(t.Context(), "nobody"); !errors.Is(err, cloudprovider.InstanceNotFound) {
+		t.Errorf("GetZoneByNodeName(nobody) = %v", err)
+	}
+}
+
+func TestNoZonesWithoutLabels(t *testing.T) {
+	s := newSim(t)
+	s.tag(s.tags(), "k8s-zone", "zone-a", s.ref("ClusterComputeResource", "DC0_C0"))
+	rec := &recorder{}
+	c := s.cloud(s.config(""), rec)
+	list, err := c.ListInstances(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, inst := range list {
+		if inst.Metadata.Zone != "" || inst.Metadata.Region != "" {
+			t.Errorf("%s has zone %q region %q without labels configured", inst.Name, inst.Metadata.Zone, inst.Metadata.Region)
+		}
+	}
+	if len(rec.rest) != 0 {
+		t.Errorf("REST calls without labels: %v", rec.rest)
+	}
+}
+
+func TestTLS(t *testing.T) {
+	s := newSim(t)
+	cert, err := s.server.CertificateFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, tls string
+		ok        bool
+	}{
+		{"CA file", "    caFile: " + cert + "\n", true},
+		{"SHA-1 thumbprint", "    thumbprint: " + soap.ThumbprintSHA1(s.server.Certificate()) + "\n", true},
+		{"insecure", "    insecureFlag: true\n", true},
+		{"system CAs only", "", false},
+		{"wrong thumbprint", "    thumbprint: 00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33\n", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := s.cloud(s.strictConfig(tc.tls), nil)
+			_, err := c.ListInstances(t.Context())
+			if tc.ok {
+				if err != nil {
+					t.Fatalf("ListInstances: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "TLS: ") || pcp.IsTransient(err) {
+				t.Fatalf("ListInstances with an untrusted certificate: %v; want a TLS error that is not transient", err)
+			}
+		})
+	}
+}
