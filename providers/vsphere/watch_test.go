@@ -187,6 +187,10 @@ func TestWrongPassword(t *testing.T) {
 }
 
 func TestVCenterStopped(t *testing.T) {
+	// The simulator's Close waits for a long poll in flight to end.
+	w := maxWaitSeconds
+	t.Cleanup(func() { maxWaitSeconds = w }) // after the watch stopped
+	maxWaitSeconds = 1
 	s := newSim(t)
 	c := s.cloud(s.config(""), nil)
 	watching(t, c)
