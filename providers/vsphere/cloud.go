@@ -33,6 +33,10 @@ type Cloud struct {
 
 	initOnce  sync.Once
 	closeOnce sync.Once
+	// closing ends running watches on Close, which waits for them (so that
+	// their collectors are destroyed before the sessions end).
+	closing chan struct{}
+	watches sync.WaitGroup
 }
 
 // vcenter is everything the provider keeps per vCenter.
@@ -50,7 +54,7 @@ func New(cfg *Config) (*Cloud, error) {
 	if cfg == nil || len(cfg.VCenters) == 0 {
 		return nil, ErrNoConfig
 	}
-	c := &Cloud{cfg: cfg}
+	c := &Cloud{cfg: cfg, closing: make(chan struct{})}
 	for _, v := range cfg.VCenters {
 		creds := &credentials{vc: v}
 		cn := newConn(v, creds)
@@ -110,9 +114,11 @@ func (c *Cloud) credentialsChanged(w *secretWatch) func() {
 	}
 }
 
-// Close logs out of every vCenter.
+// Close stops running watches and logs out of every vCenter.
 func (c *Cloud) Close() {
 	c.closeOnce.Do(func() {
+		close(c.closing)
+		c.watches.Wait()
 		for _, v := range c.vcs {
 			v.conn.close()
 		}
@@ -155,6 +161,22 @@ func (c *Cloud) WatchInstances(ctx context.Context, changed func()) error {
 	if changed == nil {
 		return errors.New("vsphere: WatchInstances needs a changed callback")
 	}
+	select {
+	case <-c.closing:
+		return errors.New("vsphere: the provider is closed")
+	default:
+	}
+	c.watches.Add(1)
+	defer c.watches.Done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-c.closing:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	var wg sync.WaitGroup
 	for _, v := range c.vcs {
 		wg.Add(1)

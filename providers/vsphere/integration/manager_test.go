@@ -1,0 +1,387 @@
+// Package integration runs stratus's manager, with its real node and node
+// lifecycle controllers, against the vsphere provider and govmomi's
+// in-process vCenter simulator, on a real API server.
+package integration
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vmware/govmomi"
+	"github.com/vmware/govmomi/object"
+	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/vapi/rest"
+	"github.com/vmware/govmomi/vapi/tags"
+	"github.com/vmware/govmomi/vim25"
+	"github.com/vmware/govmomi/vim25/mo"
+	"github.com/vmware/govmomi/vim25/types"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
+	cloudapi "k8s.io/cloud-provider/api"
+
+	"github.com/stratus-ccm/stratus/internal/manager/managertest"
+	"github.com/stratus-ccm/stratus/internal/testenv"
+
+	_ "github.com/stratus-ccm/stratus/providers/vsphere" // registers "vsphere"
+	_ "github.com/vmware/govmomi/vapi/simulator"          // the vAPI (tags) endpoints
+)
+
+func TestMain(m *testing.M) {
+	managertest.RunHelperProcess() // the managers run as child processes of this binary
+	testenv.Main(m)
+}
+
+const (
+	simUser     = "admin"
+	simPassword = "s3cret-pw"
+)
+
+// vcenter is a simulated vCenter whose VM vmName reports a guest host name
+// and an IP, with zone and region tags.
+type vcenter struct {
+	server *simulator.Server
+	admin  *vim25.Client
+	model  *simulator.Model
+	ctx    context.Context
+}
+
+func startVCenter(t *testing.T) *vcenter {
+	t.Helper()
+	m := simulator.VPX()
+	if err := m.Create(); err != nil {
+		t.Fatal(err)
+	}
+	m.Service.RegisterEndpoints = true
+	m.Service.TLS = new(tls.Config)
+	m.Service.Listen = &url.URL{User: url.UserPassword(simUser, simPassword)}
+	s := m.Service.NewServer()
+	t.Cleanup(func() {
+		s.CloseClientConnections()
+		s.Close()
+		m.Remove()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	u := *s.URL
+	u.User = url.UserPassword(simUser, simPassword)
+	c, err := govmomi.NewClient(ctx, &u, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &vcenter{server: s, admin: c.Client, model: m, ctx: ctx}
+
+	rc := rest.NewClient(c.Client)
+	if err := rc.Login(ctx, u.User); err != nil {
+		t.Fatal(err)
+	}
+	tm := tags.NewManager(rc)
+	for cat, tag := range map[string]struct {
+		name string
+		obj  types.ManagedObjectReference
+	}{
+		"k8s-region": {"region-1", m.Map().Any("Datacenter").Reference()},
+		"k8s-zone":   {"zone-b", v.ref("HostSystem", "DC0_H0")},
+	} {
+		catID, err := tm.CreateCategory(ctx, &tags.Category{Name: cat, Cardinality: "SINGLE"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		id, err := tm.CreateTag(ctx, &tags.Tag{Name: tag.name, CategoryID: catID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tm.AttachTag(ctx, id, tag.obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return v
+}
+
+func (v *vcenter) ref(kind, name string) types.ManagedObjectReference {
+	for _, e := range v.model.Map().All(kind) {
+		if e.Entity().Name == name {
+			return e.Reference()
+		}
+	}
+	panic("no " + kind + " " + name)
+}
+
+// guest sets what VMware Tools reports for a VM.
+func (v *vcenter) guest(vmName, hostName, ip string) {
+	obj := v.model.Map().Get(v.ref("VirtualMachine", vmName))
+	v.model.Map().AtomicUpdate(v.model.Service.Context, obj, []types.PropertyChange{
+		{Name: "guest.hostName", Val: hostName},
+		{Name: "guest.net", Val: []types.GuestNicInfo{{Network: "VM Network", IpAddress: []string{ip}, DeviceConfigId: 4000, Connected: true}}},
+	})
+}
+
+func (v *vcenter) uuid(t *testing.T, vmName string) string {
+	var o mo.VirtualMachine
+	vm := object.NewVirtualMachine(v.admin, v.ref("VirtualMachine", vmName))
+	if err := vm.Properties(v.ctx, vm.Reference(), []string{"config.uuid"}, &o); err != nil {
+		t.Fatal(err)
+	}
+	return strings.ToLower(o.Config.Uuid)
+}
+
+func (v *vcenter) destroy(t *testing.T, vmName string) {
+	vm := object.NewVirtualMachine(v.admin, v.ref("VirtualMachine", vmName))
+	for _, op := range []func(context.Context) (*object.Task, error){vm.PowerOff, vm.Destroy} {
+		task, err := op(v.ctx)
+		if err == nil {
+			err = task.Wait(v.ctx)
+		}
+		if err != nil {
+			t.Fatalf("power off and destroy %s: %v", vmName, err)
+		}
+	}
+}
+
+// startManager runs stratus's manager with the vsphere provider, reading
+// its credentials from a Secret in ns, with short lifecycle periods.
+func startManager(t *testing.T, env *testenv.Env, ns string, v *vcenter) {
+	t.Helper()
+	host, port, _ := net.SplitHostPort(v.server.URL.Host)
+	dir := t.TempDir()
+	cloudConfig := filepath.Join(dir, "vsphere.conf")
+	// upstream's legacy INI form, with the Secret
+	ini := fmt.Sprintf("[Global]\nsecret-name = vsphere-creds\nsecret-namespace = %s\ninsecure-flag = true\nport = %s\n\n[VirtualCenter %q]\n\n[Labels]\nregion = k8s-region\nzone = k8s-zone\n", ns, port, host)
+	if err := os.WriteFile(cloudConfig, []byte(ini), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	managerConfig := filepath.Join(dir, "manager.yaml")
+	mc := fmt.Sprintf("apiVersion: stratus.io/v1alpha1\nkind: ManagerConfig\nproviders:\n- name: vsphere\n  type: vsphere\n  cloudConfigFile: %s\n  instanceCacheFreshness: 1s\n", cloudConfig)
+	if err := os.WriteFile(managerConfig, []byte(mc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := managertest.WriteKubeconfig(t, env.Config)
+	p := managertest.StartProcess(t, "--config="+managerConfig,
+		"--kubeconfig="+kubeconfig, "--authentication-kubeconfig="+kubeconfig, "--authorization-kubeconfig="+kubeconfig,
+		"--leader-elect=false", "--use-service-account-credentials=false", "--secure-port=0",
+		"--controllers=cloud-node,cloud-node-lifecycle", "--node-monitor-period=1s", "--node-deletion-grace-period=2s")
+	// Stop it gracefully before the simulator (registered earlier, so
+	// cleaned up later): the provider then ends its long polls.
+	t.Cleanup(func() {
+		_ = p.Signal(syscall.SIGTERM)
+		_ = p.Wait(30 * time.Second)
+	})
+}
+
+func secret(t *testing.T, cs kubernetes.Interface, ns, host, password string) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "vsphere-creds", Namespace: ns},
+		StringData: map[string]string{host + ".username": simUser, host + ".password": password}}
+	if _, err := cs.CoreV1().Secrets(ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// join creates a Node as kubelet --cloud-provider=external does, NotReady
+// since its creation when notReady is set.
+func join(t *testing.T, cs kubernetes.Interface, name, systemUUID string, notReady bool) {
+	t.Helper()
+	n := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+	}
+	ctx := context.Background()
+	if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+	status := corev1.ConditionTrue
+	if notReady {
+		status = corev1.ConditionUnknown
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.NodeInfo.SystemUUID = systemUUID
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: status, LastHeartbeatTime: n.CreationTimestamp, LastTransitionTime: n.CreationTimestamp}}
+		_, err = cs.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func poll(t *testing.T, what string, cond func(context.Context) (bool, error)) {
+	t.Helper()
+	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 90*time.Second, true, cond); err != nil {
+		t.Fatalf("waiting for %s: %v", what, err)
+	}
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// TestNodeLifecycle: a node that joins without a provider ID is matched to
+// its VM by the guest host name and initialized with the vsphere provider
+// ID, addresses, instance type and zone labels; when the VM is destroyed,
+// the node is deleted after the grace period.
+func TestNodeLifecycle(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	v := startVCenter(t)
+	host, _, _ := net.SplitHostPort(v.server.URL.Host)
+	v.guest("DC0_H0_VM0", "worker-1", "10.0.0.11")
+	secret(t, cs, ns, host, simPassword)
+	startManager(t, env, ns, v)
+
+	join(t, cs, "worker-1", "", true)
+	uuid := v.uuid(t, "DC0_H0_VM0")
+	var node *corev1.Node
+	poll(t, "worker-1 to be initialized", func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "worker-1", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		node = n
+		return !hasTaint(n, cloudapi.TaintExternalCloudProvider), nil
+	})
+	if node.Spec.ProviderID != "vsphere://"+uuid {
+		t.Errorf("provider ID = %q, want vsphere://%s", node.Spec.ProviderID, uuid)
+	}
+	want := map[string]string{
+		corev1.LabelInstanceTypeStable: "vsphere-vm.cpu-1.mem-0gb.os-other",
+		corev1.LabelTopologyZone:       "zone-b",
+		corev1.LabelTopologyRegion:     "region-1",
+	}
+	for k, val := range want {
+		if node.Labels[k] != val {
+			t.Errorf("label %s = %q, want %q", k, node.Labels[k], val)
+		}
+	}
+	wantAddrs := []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "worker-1"}, {Type: corev1.NodeInternalIP, Address: "10.0.0.11"}, {Type: corev1.NodeExternalIP, Address: "10.0.0.11"}}
+	if fmt.Sprint(node.Status.Addresses) != fmt.Sprint(wantAddrs) {
+		t.Errorf("addresses = %v, want %v", node.Status.Addresses, wantAddrs)
+	}
+
+	v.destroy(t, "DC0_H0_VM0")
+	poll(t, "worker-1 to be deleted", func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Nodes().Get(ctx, "worker-1", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// TestWrongCredentials: with a password vCenter refuses, a joining node
+// stays tainted with a Warning event that says why, and a NotReady node
+// whose VM is gone is not deleted (the listing failed). Once the Secret
+// has the right password, the first is initialized and the second deleted.
+func TestWrongCredentials(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	v := startVCenter(t)
+	host, _, _ := net.SplitHostPort(v.server.URL.Host)
+	v.guest("DC0_H0_VM1", "worker-2", "10.0.0.12")
+	secret(t, cs, ns, host, "not-the-password")
+	startManager(t, env, ns, v)
+
+	// An initialized node whose VM does not exist, NotReady since it joined.
+	join(t, cs, "old-node", "", true)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), "old-node", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Spec.ProviderID = "vsphere://00000000-0000-0000-0000-0000000000ff"
+		n.Spec.Taints = nil
+		_, err = cs.CoreV1().Nodes().Update(context.Background(), n, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	join(t, cs, "worker-2", "", false)
+
+	var events []corev1.Event
+	poll(t, "two failed initializations of worker-2", func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=worker-2,reason=InitializationFailed"})
+		if err != nil {
+			return false, err
+		}
+		events = list.Items
+		count := int32(0)
+		for _, e := range list.Items {
+			count += max(e.Count, 1)
+		}
+		return count >= 2, nil
+	})
+	msg := events[0].Message
+	if events[0].Type != corev1.EventTypeWarning || !strings.Contains(msg, "vCenter refused the user name or password") {
+		t.Errorf("event %s: %q", events[0].Type, msg)
+	}
+	if strings.Contains(msg, "not-the-password") {
+		t.Errorf("the event shows the password: %q", msg)
+	}
+	poll(t, "the lifecycle controller to hold old-node's deletion back", func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=old-node,reason=NodeDeletionBlocked"})
+		if err != nil {
+			return false, err
+		}
+		for _, e := range list.Items {
+			if strings.Contains(e.Message, "instance listing of provider vsphere failed") && strings.Contains(e.Message, "vCenter refused") {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	for _, name := range []string{"worker-2", "old-node"} {
+		n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("node %s: %v", name, err)
+		}
+		if name == "worker-2" && (!hasTaint(n, cloudapi.TaintExternalCloudProvider) || n.Spec.ProviderID != "") {
+			t.Errorf("worker-2 was initialized with wrong credentials: %+v", n.Spec)
+		}
+	}
+
+	// With the password fixed in the Secret, the node is initialized.
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		s, err := cs.CoreV1().Secrets(ns).Get(context.Background(), "vsphere-creds", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		s.Data[host+".password"] = []byte(simPassword)
+		_, err = cs.CoreV1().Secrets(ns).Update(context.Background(), s, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "worker-2 to be initialized with the fixed password", func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "worker-2", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return !hasTaint(n, cloudapi.TaintExternalCloudProvider) && strings.HasPrefix(n.Spec.ProviderID, "vsphere://"), nil
+	})
+	poll(t, "old-node, whose VM is gone, to be deleted", func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Nodes().Get(ctx, "old-node", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
