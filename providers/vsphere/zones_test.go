@@ -12,8 +12,8 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
-	cloudprovider "k8s.io/cloud-provider"
 	k8stypes "k8s.io/apimachinery/pkg/types"
+	cloudprovider "k8s.io/cloud-provider"
 
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )

@@ -36,7 +36,7 @@ import (
 	"github.com/stratus-ccm/stratus/internal/testenv"
 
 	_ "github.com/stratus-ccm/stratus/providers/vsphere" // registers "vsphere"
-	_ "github.com/vmware/govmomi/vapi/simulator"          // the vAPI (tags) endpoints
+	_ "github.com/vmware/govmomi/vapi/simulator"         // the vAPI (tags) endpoints
 )
 
 func TestMain(m *testing.M) {
