@@ -4,13 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
+	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/session"
+	"github.com/vmware/govmomi/simulator/sim25"
 	"github.com/vmware/govmomi/vim25/mo"
 
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
@@ -242,5 +246,76 @@ func (s *sim) terminateSessions() {
 	}
 	if err := m.TerminateSession(s.ctx, others); err != nil {
 		s.t.Fatalf("terminate sessions: %v", err)
+	}
+}
+
+// TestKeepalive: with a session idle timeout, the provider's session stays
+// valid while an idle session without keepalive expires.
+func TestKeepalive(t *testing.T) {
+	s := newSim(t)
+	if err := sim25.SetSessionTimeout(s.ctx, s.admin, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	c := s.cloud(s.config(""), rec)
+	c.vcs[0].conn.keepalive = 100 * time.Millisecond
+	if _, err := c.ListInstances(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	u := *s.server.URL
+	u.User = url.UserPassword(simUser, simPassword)
+	idle, err := govmomi.NewClient(s.ctx, &u, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idleSession, err := idle.SessionManager.UserSession(s.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the idle session to expire", func() (bool, string) {
+		var sm mo.SessionManager
+		if err := property.DefaultCollector(s.admin).RetrieveOne(s.ctx, *s.admin.ServiceContent.SessionManager, []string{"sessionList"}, &sm); err != nil {
+			return false, err.Error()
+		}
+		for _, us := range sm.SessionList {
+			if us.Key == idleSession.Key {
+				return false, fmt.Sprintf("%d sessions", len(sm.SessionList))
+			}
+		}
+		return true, ""
+	})
+	if _, err := c.ListInstances(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n := rec.count("Login"); n != 1 {
+		t.Errorf("%d logins: the provider's session expired too", n)
+	}
+	if rec.count("CurrentTime") == 0 {
+		t.Error("no keepalive request")
+	}
+}
+
+// TestPaging: listings and the watch's initial sync span several pages.
+func TestPaging(t *testing.T) {
+	old := pageSize
+	t.Cleanup(func() { pageSize = old }) // after the watch stopped
+	pageSize = 1
+	s := newSim(t)
+	rec := &recorder{}
+	c := s.cloud(s.config(""), rec)
+	list, err := c.ListInstances(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 4 || rec.count("ContinueRetrievePropertiesEx") == 0 {
+		t.Errorf("%d instances listed with %d continuations", len(list), rec.count("ContinueRetrievePropertiesEx"))
+	}
+	watching(t, c)
+	if n := rec.count("WaitForUpdatesEx"); n < 4 {
+		t.Errorf("the initial sync took %d WaitForUpdatesEx calls, want one per VM", n)
+	}
+	list, err = c.ListInstances(t.Context())
+	if err != nil || len(list) != 4 {
+		t.Errorf("listing from the watch: %d instances, %v", len(list), err)
 	}
 }

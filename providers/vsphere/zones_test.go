@@ -6,7 +6,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/vmware/govmomi/property"
+	"github.com/vmware/govmomi/simulator/sim25"
 	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/vim25/mo"
@@ -196,5 +199,57 @@ func TestTLS(t *testing.T) {
 				t.Fatalf("ListInstances with an untrusted certificate: %v; want a TLS error that is not transient", err)
 			}
 		})
+	}
+}
+
+// TestExpiredSessionsLogInAgain: without keepalives, both sessions expire
+// when idle; the next listing and zone refresh log in again (SOAP after
+// NotAuthenticated, REST after 401) instead of failing.
+func TestExpiredSessionsLogInAgain(t *testing.T) {
+	s := newSim(t)
+	s.tag(s.tags(), "k8s-zone", "zone-a", s.ref("ClusterComputeResource", "DC0_C0"))
+	s.tag(s.tags(), "k8s-region", "region-1", s.ref("Datacenter", "DC0"))
+	if err := sim25.SetSessionTimeout(s.ctx, s.admin, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	rec := &recorder{}
+	c := s.cloud(s.config("labels:\n  zone: k8s-zone\n  region: k8s-region\n"), rec)
+	c.vcs[0].conn.keepalive = time.Hour
+	if _, err := c.ListInstances(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	restLogins := func() int {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		n := 0
+		for _, r := range rec.rest {
+			if r == "POST /rest/com/vmware/cis/session" {
+				n++
+			}
+		}
+		return n
+	}
+	if restLogins() != 1 {
+		t.Fatalf("REST requests: %v", rec.rest)
+	}
+	eventually(t, "the provider's sessions to expire", func() (bool, string) {
+		var sm mo.SessionManager
+		if err := property.DefaultCollector(s.admin).RetrieveOne(s.ctx, *s.admin.ServiceContent.SessionManager, []string{"sessionList"}, &sm); err != nil {
+			return false, err.Error()
+		}
+		return len(sm.SessionList) <= 1, fmt.Sprintf("%d sessions", len(sm.SessionList))
+	})
+	if _, err := c.vcs[0].zones.refresh(t.Context()); err != nil {
+		t.Fatalf("zone refresh after the sessions expired: %v", err)
+	}
+	list, err := c.ListInstances(t.Context())
+	if err != nil {
+		t.Fatalf("ListInstances after the sessions expired: %v", err)
+	}
+	if inst := byName(list)["DC0_C0_RP0_VM0"]; inst.Metadata.Zone != "zone-a" {
+		t.Errorf("zone after re-login = %q", inst.Metadata.Zone)
+	}
+	if rec.count("Login") != 2 || restLogins() != 2 {
+		t.Errorf("%d SOAP and %d REST logins, want 2 each", rec.count("Login"), restLogins())
 	}
 }
