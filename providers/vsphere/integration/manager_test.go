@@ -5,10 +5,8 @@ package integration
 
 import (
 	"context"
-	"crypto/tls"
 	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,14 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi"
-	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/simulator"
-	"github.com/vmware/govmomi/vapi/rest"
-	"github.com/vmware/govmomi/vapi/tags"
-	"github.com/vmware/govmomi/vim25"
-	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/types"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,9 +24,9 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/vcsim"
 
 	_ "github.com/stratus-ccm/stratus/providers/vsphere" // registers "vsphere"
-	_ "github.com/vmware/govmomi/vapi/simulator"         // the vAPI (tags) endpoints
 )
 
 func TestMain(m *testing.M) {
@@ -44,121 +34,29 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
-const (
-	simUser     = "admin"
-	simPassword = "s3cret-pw"
-)
-
-// vcenter is a simulated vCenter whose VM vmName reports a guest host name
-// and an IP, with zone and region tags.
-type vcenter struct {
-	server *simulator.Server
-	admin  *vim25.Client
-	model  *simulator.Model
-	ctx    context.Context
-}
-
-func startVCenter(t *testing.T) *vcenter {
+// startVCenter runs a simulated vCenter with n node VMs (node-0, ...) that
+// report host names and IPs, in zones and regions tagged as upstream's
+// documentation does, until the test ends.
+func startVCenter(t *testing.T, n int) *vcsim.Server {
 	t.Helper()
-	m := simulator.VPX()
-	if err := m.Create(); err != nil {
-		t.Fatal(err)
-	}
-	m.Service.RegisterEndpoints = true
-	m.Service.TLS = new(tls.Config)
-	m.Service.Listen = &url.URL{User: url.UserPassword(simUser, simPassword)}
-	s := m.Service.NewServer()
-	t.Cleanup(func() {
-		s.CloseClientConnections()
-		s.Close()
-		m.Remove()
-	})
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	u := *s.URL
-	u.User = url.UserPassword(simUser, simPassword)
-	c, err := govmomi.NewClient(ctx, &u, true)
+	s, err := vcsim.Start(t.Context(), vcsim.Options{VMs: n})
 	if err != nil {
 		t.Fatal(err)
 	}
-	v := &vcenter{server: s, admin: c.Client, model: m, ctx: ctx}
-
-	rc := rest.NewClient(c.Client)
-	if err := rc.Login(ctx, u.User); err != nil {
-		t.Fatal(err)
-	}
-	tm := tags.NewManager(rc)
-	for cat, tag := range map[string]struct {
-		name string
-		obj  types.ManagedObjectReference
-	}{
-		"k8s-region": {"region-1", m.Map().Any("Datacenter").Reference()},
-		"k8s-zone":   {"zone-b", v.ref("HostSystem", "DC0_H0")},
-	} {
-		catID, err := tm.CreateCategory(ctx, &tags.Category{Name: cat, Cardinality: "SINGLE"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		id, err := tm.CreateTag(ctx, &tags.Tag{Name: tag.name, CategoryID: catID})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tm.AttachTag(ctx, id, tag.obj); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return v
-}
-
-func (v *vcenter) ref(kind, name string) types.ManagedObjectReference {
-	for _, e := range v.model.Map().All(kind) {
-		if e.Entity().Name == name {
-			return e.Reference()
-		}
-	}
-	panic("no " + kind + " " + name)
-}
-
-// guest sets what VMware Tools reports for a VM.
-func (v *vcenter) guest(vmName, hostName, ip string) {
-	obj := v.model.Map().Get(v.ref("VirtualMachine", vmName))
-	v.model.Map().AtomicUpdate(v.model.Service.Context, obj, []types.PropertyChange{
-		{Name: "guest.hostName", Val: hostName},
-		{Name: "guest.net", Val: []types.GuestNicInfo{{Network: "VM Network", IpAddress: []string{ip}, DeviceConfigId: 4000, Connected: true}}},
-	})
-}
-
-func (v *vcenter) uuid(t *testing.T, vmName string) string {
-	var o mo.VirtualMachine
-	vm := object.NewVirtualMachine(v.admin, v.ref("VirtualMachine", vmName))
-	if err := vm.Properties(v.ctx, vm.Reference(), []string{"config.uuid"}, &o); err != nil {
-		t.Fatal(err)
-	}
-	return strings.ToLower(o.Config.Uuid)
-}
-
-func (v *vcenter) destroy(t *testing.T, vmName string) {
-	vm := object.NewVirtualMachine(v.admin, v.ref("VirtualMachine", vmName))
-	for _, op := range []func(context.Context) (*object.Task, error){vm.PowerOff, vm.Destroy} {
-		task, err := op(v.ctx)
-		if err == nil {
-			err = task.Wait(v.ctx)
-		}
-		if err != nil {
-			t.Fatalf("power off and destroy %s: %v", vmName, err)
-		}
-	}
+	t.Cleanup(s.Close)
+	return s
 }
 
 // startManager runs stratus's manager with the vsphere provider, reading
 // its credentials from a Secret in ns, with short lifecycle periods.
-func startManager(t *testing.T, env *testenv.Env, ns string, v *vcenter) {
+func startManager(t *testing.T, env *testenv.Env, ns string, v *vcsim.Server) {
 	t.Helper()
-	host, port, _ := net.SplitHostPort(v.server.URL.Host)
+	host, port, _ := net.SplitHostPort(v.Addr())
 	dir := t.TempDir()
 	cloudConfig := filepath.Join(dir, "vsphere.conf")
 	// upstream's legacy INI form, with the Secret
-	ini := fmt.Sprintf("[Global]\nsecret-name = vsphere-creds\nsecret-namespace = %s\ninsecure-flag = true\nport = %s\n\n[VirtualCenter %q]\n\n[Labels]\nregion = k8s-region\nzone = k8s-zone\n", ns, port, host)
+	ini := fmt.Sprintf("[Global]\nsecret-name = vsphere-creds\nsecret-namespace = %s\nca-file = %s\nport = %s\n\n[VirtualCenter %q]\n\n[Labels]\nregion = k8s-region\nzone = k8s-zone\n",
+		ns, v.CAFile(), port, host)
 	if err := os.WriteFile(cloudConfig, []byte(ini), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -180,10 +78,11 @@ func startManager(t *testing.T, env *testenv.Env, ns string, v *vcenter) {
 	})
 }
 
-func secret(t *testing.T, cs kubernetes.Interface, ns, host, password string) {
+func secret(t *testing.T, cs kubernetes.Interface, ns string, v *vcsim.Server, password string) {
 	t.Helper()
+	host, _, _ := net.SplitHostPort(v.Addr())
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "vsphere-creds", Namespace: ns},
-		StringData: map[string]string{host + ".username": simUser, host + ".password": password}}
+		StringData: map[string]string{host + ".username": v.Username(), host + ".password": password}}
 	if _, err := cs.CoreV1().Secrets(ns).Create(context.Background(), s, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -245,44 +144,48 @@ func TestNodeLifecycle(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
 	cs := env.Clientset(t)
-	v := startVCenter(t)
-	host, _, _ := net.SplitHostPort(v.server.URL.Host)
-	v.guest("DC0_H0_VM0", "worker-1", "10.0.0.11")
-	secret(t, cs, ns, host, simPassword)
+	v := startVCenter(t, 2)
+	secret(t, cs, ns, v, v.Password())
 	startManager(t, env, ns, v)
+	vm, err := v.VM(t.Context(), "node-1")
+	if err != nil {
+		t.Fatal(err)
+	}
 
-	join(t, cs, "worker-1", "", true)
-	uuid := v.uuid(t, "DC0_H0_VM0")
+	join(t, cs, "node-1", "", true)
 	var node *corev1.Node
-	poll(t, "worker-1 to be initialized", func(ctx context.Context) (bool, error) {
-		n, err := cs.CoreV1().Nodes().Get(ctx, "worker-1", metav1.GetOptions{})
+	poll(t, "node-1 to be initialized", func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		node = n
 		return !hasTaint(n, cloudapi.TaintExternalCloudProvider), nil
 	})
-	if node.Spec.ProviderID != "vsphere://"+uuid {
-		t.Errorf("provider ID = %q, want vsphere://%s", node.Spec.ProviderID, uuid)
+	if node.Spec.ProviderID != "vsphere://"+vm.UUID {
+		t.Errorf("provider ID = %q, want vsphere://%s", node.Spec.ProviderID, vm.UUID)
 	}
 	want := map[string]string{
-		corev1.LabelInstanceTypeStable: "vsphere-vm.cpu-1.mem-0gb.os-other",
-		corev1.LabelTopologyZone:       "zone-b",
-		corev1.LabelTopologyRegion:     "region-1",
+		corev1.LabelInstanceTypeStable: "vsphere-vm.cpu-2.mem-4gb.os-ubuntu",
+		corev1.LabelTopologyZone:       vm.Zone,
+		corev1.LabelTopologyRegion:     vm.Region,
 	}
 	for k, val := range want {
-		if node.Labels[k] != val {
+		if node.Labels[k] != val || val == "" {
 			t.Errorf("label %s = %q, want %q", k, node.Labels[k], val)
 		}
 	}
-	wantAddrs := []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "worker-1"}, {Type: corev1.NodeInternalIP, Address: "10.0.0.11"}, {Type: corev1.NodeExternalIP, Address: "10.0.0.11"}}
+	ip := vm.Guest.NICs[0].IPs[0]
+	wantAddrs := []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "node-1"}, {Type: corev1.NodeInternalIP, Address: ip}, {Type: corev1.NodeExternalIP, Address: ip}}
 	if fmt.Sprint(node.Status.Addresses) != fmt.Sprint(wantAddrs) {
 		t.Errorf("addresses = %v, want %v", node.Status.Addresses, wantAddrs)
 	}
 
-	v.destroy(t, "DC0_H0_VM0")
-	poll(t, "worker-1 to be deleted", func(ctx context.Context) (bool, error) {
-		_, err := cs.CoreV1().Nodes().Get(ctx, "worker-1", metav1.GetOptions{})
+	if err := v.Destroy(t.Context(), "node-1"); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "node-1 to be deleted", func(ctx context.Context) (bool, error) {
+		_, err := cs.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
 }
@@ -295,10 +198,9 @@ func TestWrongCredentials(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
 	cs := env.Clientset(t)
-	v := startVCenter(t)
-	host, _, _ := net.SplitHostPort(v.server.URL.Host)
-	v.guest("DC0_H0_VM1", "worker-2", "10.0.0.12")
-	secret(t, cs, ns, host, "not-the-password")
+	v := startVCenter(t, 1)
+	host, _, _ := net.SplitHostPort(v.Addr())
+	secret(t, cs, ns, v, "not-the-password")
 	startManager(t, env, ns, v)
 
 	// An initialized node whose VM does not exist, NotReady since it joined.
@@ -316,11 +218,11 @@ func TestWrongCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	join(t, cs, "worker-2", "", false)
+	join(t, cs, "node-0", "", false)
 
 	var events []corev1.Event
-	poll(t, "two failed initializations of worker-2", func(ctx context.Context) (bool, error) {
-		list, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=worker-2,reason=InitializationFailed"})
+	poll(t, "two failed initializations of node-0", func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=node-0,reason=InitializationFailed"})
 		if err != nil {
 			return false, err
 		}
@@ -350,13 +252,13 @@ func TestWrongCredentials(t *testing.T) {
 		}
 		return false, nil
 	})
-	for _, name := range []string{"worker-2", "old-node"} {
+	for _, name := range []string{"node-0", "old-node"} {
 		n, err := cs.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
 		if err != nil {
 			t.Fatalf("node %s: %v", name, err)
 		}
-		if name == "worker-2" && (!hasTaint(n, cloudapi.TaintExternalCloudProvider) || n.Spec.ProviderID != "") {
-			t.Errorf("worker-2 was initialized with wrong credentials: %+v", n.Spec)
+		if name == "node-0" && (!hasTaint(n, cloudapi.TaintExternalCloudProvider) || n.Spec.ProviderID != "") {
+			t.Errorf("node-0 was initialized with wrong credentials: %+v", n.Spec)
 		}
 	}
 
@@ -366,15 +268,15 @@ func TestWrongCredentials(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		s.Data[host+".password"] = []byte(simPassword)
+		s.Data[host+".password"] = []byte(v.Password())
 		_, err = cs.CoreV1().Secrets(ns).Update(context.Background(), s, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "worker-2 to be initialized with the fixed password", func(ctx context.Context) (bool, error) {
-		n, err := cs.CoreV1().Nodes().Get(ctx, "worker-2", metav1.GetOptions{})
+	poll(t, "node-0 to be initialized with the fixed password", func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
