@@ -54,7 +54,7 @@ func TestSecretsDirectory(t *testing.T) {
 			}
 		}
 	}
-	write(simUser, "rotated-away")
+	write(s.srv.Username(), "rotated-away")
 	hs, p := s.hostPort()
 	cfg := "global:\n  secretsDirectory: " + dir + "\n  insecureFlag: true\nvcenter:\n  sim:\n    server: " + hs + "\n    port: " + p + "\n"
 	c := s.cloud(cfg, nil)
@@ -66,7 +66,7 @@ func TestSecretsDirectory(t *testing.T) {
 		t.Errorf("error %q does not say where the credentials came from", err)
 	}
 	// The next login reads the files again.
-	write(simUser, simPassword)
+	write(s.srv.Username(), s.srv.Password())
 	if _, err := c.ListInstances(t.Context()); err != nil {
 		t.Fatalf("ListInstances after the password was fixed: %v", err)
 	}

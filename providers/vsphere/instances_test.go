@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/stratus-ccm/stratus/internal/vcsim"
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
 
@@ -24,16 +25,16 @@ func byName(list []pcp.Instance) map[string]pcp.Instance {
 
 func TestListInstances(t *testing.T) {
 	s := newSim(t)
-	s.setGuest("DC0_H0_VM0", "node-a", nic("VM Network", "10.0.0.11", "fe80::1"))
+	s.setGuest("node-0", "node-a", nic("VM Network", "10.0.0.11", "fe80::1"))
 	// A template is not a machine.
-	tmpl := s.vms()["DC0_H0_VM1"]
-	tk, err := tmpl.PowerOff(s.ctx)
-	s.task("power off", tk, err)
-	if err := tmpl.MarkAsTemplate(s.ctx); err != nil {
+	s.do("power off node-3", s.srv.PowerOff(s.ctx, "node-3"))
+	if err := s.object("node-3").MarkAsTemplate(s.ctx); err != nil {
 		t.Fatalf("mark as template: %v", err)
 	}
-	s.createVM("worker-1")
-	s.setGuest("worker-1", "worker-1.example.com", nic("VM Network", "10.0.0.21"))
+	// VMware Tools reports no address yet.
+	s.setGuest("node-2", "node-2")
+	_, err := s.srv.Create(s.ctx, vcsim.VMSpec{Name: "worker-1"})
+	s.do("create worker-1", err)
 
 	rec := &recorder{}
 	c := s.cloud(s.config(""), rec)
@@ -47,16 +48,16 @@ func TestListInstances(t *testing.T) {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	if want := []string{"DC0_C0_RP0_VM0", "DC0_C0_RP0_VM1", "DC0_H0_VM0", "worker-1"}; !slices.Equal(names, want) {
+	if want := []string{"node-0", "node-1", "node-2", "worker-1"}; !slices.Equal(names, want) {
 		t.Errorf("listed %v, want %v (templates left out)", names, want)
 	}
-	uuid := s.vmUUID("DC0_H0_VM0")
-	a := got["DC0_H0_VM0"]
+	uuid := s.vm("node-0").UUID
+	a := got["node-0"]
 	want := pcp.Instance{
-		Name: "DC0_H0_VM0",
+		Name: "node-0",
 		Metadata: cloudprovider.InstanceMetadata{
-			ProviderID:   "vsphere://" + strings.ToLower(uuid),
-			InstanceType: a.Metadata.InstanceType,
+			ProviderID:   "vsphere://" + uuid,
+			InstanceType: "vsphere-vm.cpu-2.mem-4gb.os-ubuntu",
 			NodeAddresses: []v1.NodeAddress{
 				{Type: v1.NodeHostName, Address: "node-a"},
 				{Type: v1.NodeInternalIP, Address: "10.0.0.11"},
@@ -64,18 +65,18 @@ func TestListInstances(t *testing.T) {
 			},
 		},
 		Hostnames:   []string{"node-a"},
-		SystemUUIDs: []string{strings.ToLower(uuid), swapUUID(uuid)},
+		SystemUUIDs: []string{uuid, swapUUID(uuid)},
 	}
 	if diff := cmp.Diff(want, a); diff != "" {
-		t.Errorf("DC0_H0_VM0 (-want +got):\n%s", diff)
+		t.Errorf("node-0 (-want +got):\n%s", diff)
 	}
-	if w := got["worker-1"]; w.Metadata.InstanceType != "vsphere-vm.cpu-2.mem-4gb.os-ubuntu" || w.Shutdown {
-		t.Errorf("worker-1: type %q, shutdown %t; want vsphere-vm.cpu-2.mem-4gb.os-ubuntu, running", w.Metadata.InstanceType, w.Shutdown)
+	if w := got["worker-1"]; w.Metadata.InstanceType != "vsphere-vm.cpu-2.mem-4gb.os-ubuntu" || w.Shutdown || w.MetadataErr != nil {
+		t.Errorf("worker-1: type %q, shutdown %t, %v; want a running vsphere-vm.cpu-2.mem-4gb.os-ubuntu", w.Metadata.InstanceType, w.Shutdown, w.MetadataErr)
 	}
 	// A VM without guest IPs is listed (it exists) with the reason it has no
 	// metadata yet.
-	noIP := got["DC0_C0_RP0_VM0"]
-	if noIP.MetadataErr == nil || noIP.MetadataErr.Error() != "VM DC0_C0_RP0_VM0 has no IP addresses yet (VMware Tools not reporting?)" {
+	noIP := got["node-2"]
+	if noIP.MetadataErr == nil || noIP.MetadataErr.Error() != "VM node-2 has no IP addresses yet (VMware Tools not reporting?)" {
 		t.Errorf("VM without IPs: MetadataErr = %v", noIP.MetadataErr)
 	}
 	if noIP.Metadata.ProviderID == "" {
@@ -105,10 +106,11 @@ func TestListInstances(t *testing.T) {
 
 func TestInstanceLookups(t *testing.T) {
 	s := newSim(t)
-	s.setGuest("DC0_H0_VM0", "node-a.example.com", nic("VM Network", "10.0.0.11"))
-	s.setGuest("DC0_C0_RP0_VM1", "", nic("VM Network", "10.0.0.12"))
+	s.setGuest("node-0", "node-a.example.com", nic("VM Network", "10.0.0.11"))
+	s.setGuest("node-1", "", nic("VM Network", "10.0.0.12"))
+	s.setGuest("node-2", "node-2")
 	c := s.cloud(s.config(""), nil)
-	uuid := strings.ToLower(s.vmUUID("DC0_H0_VM0"))
+	uuid := s.vm("node-0").UUID
 	node := func(name, providerID, systemUUID string) *v1.Node {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: v1.NodeSpec{ProviderID: providerID},
 			Status: v1.NodeStatus{NodeInfo: v1.NodeSystemInfo{SystemUUID: systemUUID}}}
@@ -121,11 +123,11 @@ func TestInstanceLookups(t *testing.T) {
 		{"provider ID", node("x", "vsphere://"+uuid, ""), "vsphere://" + uuid},
 		{"provider ID in upper case", node("x", "vsphere://"+strings.ToUpper(uuid), ""), "vsphere://" + uuid},
 		{"provider ID byte-swapped", node("x", "vsphere://"+swapUUID(uuid), ""), "vsphere://" + uuid},
-		{"VM name", node("DC0_H0_VM0", "", ""), "vsphere://" + uuid},
+		{"VM name", node("node-0", "", ""), "vsphere://" + uuid},
 		{"guest host name", node("node-a.example.com", "", ""), "vsphere://" + uuid},
 		{"system UUID as vSphere reports it", node("other", "", strings.ToUpper(uuid)), "vsphere://" + uuid},
 		{"system UUID as kubelet reads it", node("other", "", strings.ToUpper(swapUUID(uuid))), "vsphere://" + uuid},
-		{"unknown provider ID", node("DC0_H0_VM0", "vsphere://00000000-0000-0000-0000-000000000001", ""), ""},
+		{"unknown provider ID", node("node-0", "vsphere://00000000-0000-0000-0000-000000000001", ""), ""},
 		{"unknown name", node("nobody", "", ""), ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,7 +152,7 @@ func TestInstanceLookups(t *testing.T) {
 	}
 	// No guest host name: the addresses are the IPs only (upstream would
 	// refuse the VM).
-	md, err := c.InstanceMetadata(t.Context(), node("DC0_C0_RP0_VM1", "", ""))
+	md, err := c.InstanceMetadata(t.Context(), node("node-1", "", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,8 +160,8 @@ func TestInstanceLookups(t *testing.T) {
 		t.Errorf("addresses = %v, want %v", md.NodeAddresses, want)
 	}
 	// A VM without IPs exists, but its metadata is an error saying why.
-	noIP := node("DC0_C0_RP0_VM0", "", "")
-	if _, err := c.InstanceMetadata(t.Context(), noIP); err == nil || !strings.Contains(err.Error(), "VM DC0_C0_RP0_VM0 has no IP addresses yet (VMware Tools not reporting?)") {
+	noIP := node("node-2", "", "")
+	if _, err := c.InstanceMetadata(t.Context(), noIP); err == nil || !strings.Contains(err.Error(), "VM node-2 has no IP addresses yet (VMware Tools not reporting?)") {
 		t.Errorf("InstanceMetadata of a VM without IPs: %v", err)
 	}
 	if ok, err := c.InstanceExists(t.Context(), noIP); !ok || err != nil {
@@ -170,21 +172,18 @@ func TestInstanceLookups(t *testing.T) {
 func TestPowerOffAndDestroy(t *testing.T) {
 	s := newSim(t)
 	c := s.cloud(s.config(""), nil)
-	vm := s.vms()["DC0_H0_VM0"]
-	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "DC0_H0_VM0"}}
+	node := nodeNamed("node-1")
 	if down, err := c.InstanceShutdown(t.Context(), node); err != nil || down {
 		t.Fatalf("InstanceShutdown of a running VM = %t, %v", down, err)
 	}
-	tk, err := vm.PowerOff(s.ctx)
-	s.task("power off", tk, err)
+	s.do("power off", s.srv.PowerOff(s.ctx, "node-1"))
 	if down, err := c.InstanceShutdown(t.Context(), node); err != nil || !down {
 		t.Fatalf("InstanceShutdown of a powered-off VM = %t, %v", down, err)
 	}
 	if ok, err := c.InstanceExists(t.Context(), node); err != nil || !ok {
 		t.Fatalf("InstanceExists of a powered-off VM = %t, %v", ok, err)
 	}
-	tk, err = vm.Destroy(s.ctx)
-	s.task("destroy", tk, err)
+	s.do("destroy", s.srv.Destroy(s.ctx, "node-1"))
 	if ok, err := c.InstanceExists(t.Context(), node); err != nil || ok {
 		t.Fatalf("InstanceExists of a destroyed VM = %t, %v", ok, err)
 	}
@@ -192,7 +191,7 @@ func TestPowerOffAndDestroy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := byName(list)["DC0_H0_VM0"]; ok || len(list) != 3 {
+	if _, ok := byName(list)["node-1"]; ok || len(list) != 3 {
 		t.Errorf("listing after destroy: %d instances, destroyed VM listed: %t", len(list), ok)
 	}
 }

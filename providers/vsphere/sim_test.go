@@ -3,82 +3,76 @@ package vsphere
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/object"
-	"github.com/vmware/govmomi/simulator"
+	"github.com/vmware/govmomi/view"
 	"github.com/vmware/govmomi/vim25"
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	_ "github.com/vmware/govmomi/vapi/simulator" // the vAPI (tags) endpoints
+	"github.com/stratus-ccm/stratus/internal/vcsim"
 )
 
-// Credentials the test vCenters accept.
-const (
-	simUser     = "admin"
-	simPassword = "s3cret-pw"
-)
-
-// sim is an in-process vCenter (govmomi's simulator) with TLS, vAPI
-// endpoints and a user name and password of its own, plus an
-// administrator client for changing its inventory.
+// sim is a simulated vCenter (internal/vcsim) with node VMs node-0 to
+// node-3 that report host names and IPs, in zones zone-a (cluster DC0_C0)
+// and zone-b (host DC0_H0) of region-1, plus an administrator client.
 type sim struct {
-	t      *testing.T
-	model  *simulator.Model
-	server *simulator.Server
-	admin  *vim25.Client
-	ctx    context.Context
+	t     *testing.T
+	srv   *vcsim.Server
+	admin *vim25.Client
+	ctx   context.Context
 }
 
-func newSim(t *testing.T) *sim {
+func newSim(t *testing.T, opts ...func(*vcsim.Options)) *sim {
 	t.Helper()
-	m := simulator.VPX()
-	if err := m.Create(); err != nil {
-		t.Fatalf("create simulator model: %v", err)
+	o := vcsim.Options{VMs: 4}
+	for _, f := range opts {
+		f(&o)
 	}
-	m.Service.RegisterEndpoints = true
-	m.Service.TLS = new(tls.Config)
-	m.Service.Listen = &url.URL{User: url.UserPassword(simUser, simPassword)}
-	s := m.Service.NewServer()
-	t.Cleanup(func() {
-		s.Close()
-		m.Remove()
-	})
 	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	u := *s.URL
-	u.User = url.UserPassword(simUser, simPassword)
-	c, err := govmomi.NewClient(ctx, &u, true)
+	srv, err := vcsim.Start(ctx, o)
+	if err != nil {
+		t.Fatalf("start vcsim: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		srv.Close()
+	})
+	c, err := srv.Client(ctx)
 	if err != nil {
 		t.Fatalf("admin client: %v", err)
 	}
-	return &sim{t: t, model: m, server: s, admin: c.Client, ctx: ctx}
+	return &sim{t: t, srv: srv, admin: c.Client, ctx: ctx}
 }
 
 // hostPort is the simulator's address.
 func (s *sim) hostPort() (string, string) {
-	h, p, _ := net.SplitHostPort(s.server.URL.Host)
+	h, p, _ := net.SplitHostPort(s.srv.Addr())
 	return h, p
 }
 
-// config is a YAML cloud config for the simulator; extra is appended.
+// config is a YAML cloud config for the simulator that does not verify its
+// certificate; extra is appended.
 func (s *sim) config(extra string) string {
+	return s.strictConfig("    insecureFlag: true\n" + extra)
+}
+
+// strictConfig is a YAML cloud config for the simulator; extra (TLS
+// settings of the vCenter, more sections) is appended.
+func (s *sim) strictConfig(extra string) string {
 	h, p := s.hostPort()
-	return fmt.Sprintf("global:\n  user: %s\n  password: %s\n  insecureFlag: true\nvcenter:\n  sim:\n    server: %s\n    port: %s\n%s",
-		simUser, simPassword, h, p, extra)
+	return fmt.Sprintf("global:\n  user: %s\n  password: %s\nvcenter:\n  sim:\n    server: %s\n    port: %s\n%s",
+		s.srv.Username(), s.srv.Password(), h, p, extra)
 }
 
 // cloud returns a provider for config text, closed at the end of the
@@ -102,82 +96,59 @@ func (s *sim) cloud(config string, rec *recorder) *Cloud {
 	return c
 }
 
-// vms returns the simulator's VMs by name.
-func (s *sim) vms() map[string]*object.VirtualMachine {
+// vm returns a VM as the simulator has it.
+func (s *sim) vm(name string) vcsim.VM {
 	s.t.Helper()
-	out := map[string]*object.VirtualMachine{}
-	for _, e := range s.model.Map().All("VirtualMachine") {
-		v := e.(*simulator.VirtualMachine)
-		out[v.Name] = object.NewVirtualMachine(s.admin, v.Reference())
+	v, err := s.srv.VM(s.ctx, name)
+	if err != nil {
+		s.t.Fatal(err)
 	}
-	return out
+	return v
 }
 
-// vmUUID returns a VM's BIOS UUID as vCenter reports it.
-func (s *sim) vmUUID(name string) string {
-	s.t.Helper()
-	var o mo.VirtualMachine
-	if err := s.vms()[name].Properties(s.ctx, s.vms()[name].Reference(), []string{"config.uuid"}, &o); err != nil {
-		s.t.Fatalf("uuid of %s: %v", name, err)
-	}
-	return o.Config.Uuid
+// object returns a VM for the administrator client.
+func (s *sim) object(name string) *object.VirtualMachine {
+	return object.NewVirtualMachine(s.admin, s.vm(name).Ref)
 }
 
-// setGuest sets what VMware Tools would report for a VM: its host name and
-// NICs.
-func (s *sim) setGuest(name, hostName string, nics ...types.GuestNicInfo) {
+// setGuest sets what VMware Tools would report for a VM.
+func (s *sim) setGuest(name, hostName string, nics ...vcsim.NIC) {
 	s.t.Helper()
-	ref := s.vms()[name].Reference()
-	obj := s.model.Map().Get(ref)
-	for i := range nics {
-		if nics[i].DeviceConfigId == 0 {
-			nics[i].DeviceConfigId = int32(4000 + i)
-		}
+	if err := s.srv.SetGuest(s.ctx, name, vcsim.Guest{Hostname: hostName, NICs: nics}); err != nil {
+		s.t.Fatal(err)
 	}
-	s.model.Map().AtomicUpdate(s.model.Service.Context, obj, []types.PropertyChange{
-		{Name: "guest.hostName", Val: hostName},
-		{Name: "guest.net", Val: nics},
-	})
 }
 
-func nic(network string, ips ...string) types.GuestNicInfo {
-	return types.GuestNicInfo{Network: network, IpAddress: ips, Connected: true}
-}
+func nic(network string, ips ...string) vcsim.NIC { return vcsim.NIC{Network: network, IPs: ips} }
 
-// task waits for a VM task.
-func (s *sim) task(what string, t *object.Task, err error) {
+// do fails the test when a simulator operation fails.
+func (s *sim) do(what string, err error) {
 	s.t.Helper()
-	if err == nil {
-		err = t.Wait(s.ctx)
-	}
 	if err != nil {
 		s.t.Fatalf("%s: %v", what, err)
 	}
 }
 
-// createVM creates and powers on a VM in the cluster's resource pool.
-func (s *sim) createVM(name string) {
+// ref returns the managed object of a kind (HostSystem, Datacenter, ...)
+// with a name.
+func (s *sim) ref(kind, name string) types.ManagedObjectReference {
 	s.t.Helper()
-	var finderVM *object.VirtualMachine
-	for _, n := range []string{"DC0_C0_RP0_VM0", "DC0_C0_RP0_VM1"} {
-		if v := s.vms()[n]; v != nil {
-			finderVM = v
-			break
-		}
-	}
-	var o mo.VirtualMachine
-	if err := finderVM.Properties(s.ctx, finderVM.Reference(), []string{"resourcePool", "parent"}, &o); err != nil {
+	v, err := view.NewManager(s.admin).CreateContainerView(s.ctx, s.admin.ServiceContent.RootFolder, []string{kind}, true)
+	if err != nil {
 		s.t.Fatal(err)
 	}
-	folder := object.NewFolder(s.admin, *o.Parent)
-	pool := object.NewResourcePool(s.admin, *o.ResourcePool)
-	spec := types.VirtualMachineConfigSpec{Name: name, GuestId: "ubuntu64Guest", NumCPUs: 2, MemoryMB: 4096,
-		Files: &types.VirtualMachineFileInfo{VmPathName: "[LocalDS_0]"}}
-	t, err := folder.CreateVM(s.ctx, spec, pool, nil)
-	s.task("create VM "+name, t, err)
-	vm := s.vms()[name]
-	t, err = vm.PowerOn(s.ctx)
-	s.task("power on "+name, t, err)
+	defer func() { _ = v.Destroy(s.ctx) }()
+	var objs []mo.ManagedEntity
+	if err := v.Retrieve(s.ctx, []string{kind}, []string{"name"}, &objs); err != nil {
+		s.t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.Name == name {
+			return o.Reference()
+		}
+	}
+	s.t.Fatalf("no %s %s", kind, name)
+	return types.ManagedObjectReference{}
 }
 
 // recorder records the provider's SOAP methods and property paths, and
@@ -238,12 +209,6 @@ func (r *recorder) allPaths() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return append([]string(nil), r.paths...)
-}
-
-func (r *recorder) total() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.methods) + len(r.rest)
 }
 
 // eventually waits until cond holds, failing the test after a deadline

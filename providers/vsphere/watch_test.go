@@ -4,19 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/vmware/govmomi"
 	"github.com/vmware/govmomi/property"
 	"github.com/vmware/govmomi/session"
-	"github.com/vmware/govmomi/simulator/sim25"
 	"github.com/vmware/govmomi/vim25/mo"
 
+	"github.com/stratus-ccm/stratus/internal/vcsim"
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
 
@@ -81,27 +79,25 @@ func TestWatchDeliversChanges(t *testing.T) {
 	}
 
 	n := changes.Load()
-	vm := s.vms()["DC0_C0_RP0_VM0"]
-	tk, err := vm.PowerOff(s.ctx)
-	s.task("power off", tk, err)
+	s.do("power off", s.srv.PowerOff(s.ctx, "node-2"))
 	eventually(t, "the watch to report the power-off", func() (bool, string) {
-		inst, ok, state := listed(t, c, "DC0_C0_RP0_VM0")
+		inst, ok, state := listed(t, c, "node-2")
 		return ok && inst.Shutdown && changes.Load() > n, state
 	})
 
 	n = changes.Load()
-	tk, err = vm.Destroy(s.ctx)
-	s.task("destroy", tk, err)
+	s.do("destroy", s.srv.Destroy(s.ctx, "node-2"))
 	eventually(t, "the watch to report the destroy", func() (bool, string) {
-		_, ok, state := listed(t, c, "DC0_C0_RP0_VM0")
+		_, ok, state := listed(t, c, "node-2")
 		return !ok && state == "3 instances" && changes.Load() > n, state
 	})
 
 	n = changes.Load()
-	s.createVM("worker-new")
+	_, err := s.srv.Create(s.ctx, vcsim.VMSpec{Name: "worker-new", Guest: &vcsim.Guest{Hostname: "worker-new"}})
+	s.do("create", err)
 	eventually(t, "the watch to report the new VM", func() (bool, string) {
 		inst, ok, state := listed(t, c, "worker-new")
-		return ok && !inst.Shutdown && changes.Load() > n, state
+		return ok && !inst.Shutdown && inst.MetadataErr != nil && changes.Load() > n, state
 	})
 
 	n = changes.Load()
@@ -128,20 +124,17 @@ func TestWatchRecoversFromSessionLoss(t *testing.T) {
 	// vCenter ends the provider's session (as after a restart or an idle
 	// timeout): the watch and listings log in again.
 	s.terminateSessions()
-	vm := s.vms()["DC0_H0_VM0"]
-	tk, err := vm.PowerOff(s.ctx)
-	s.task("power off", tk, err)
+	s.do("power off", s.srv.PowerOff(s.ctx, "node-1"))
 	// The pending long poll still delivers the power-off; the next one
 	// finds the session gone.
 	eventually(t, "the power-off, a new login and a synced watch", func() (bool, string) {
-		inst, ok, state := listed(t, c, "DC0_H0_VM0")
+		inst, ok, state := listed(t, c, "node-1")
 		return ok && inst.Shutdown && rec.count("Login") > logins && c.synced(), fmt.Sprintf("%s, %d logins", state, rec.count("Login"))
 	})
 	// The new collector delivers changes.
-	tk, err = vm.PowerOn(s.ctx)
-	s.task("power on", tk, err)
+	s.do("power on", s.srv.PowerOn(s.ctx, "node-1"))
 	eventually(t, "the power-on after the watch recovered", func() (bool, string) {
-		inst, ok, state := listed(t, c, "DC0_H0_VM0")
+		inst, ok, state := listed(t, c, "node-1")
 		return ok && !inst.Shutdown, state
 	})
 }
@@ -160,7 +153,7 @@ func TestListingRecoversFromSessionLoss(t *testing.T) {
 
 func TestWrongPassword(t *testing.T) {
 	s := newSim(t)
-	c := s.cloud(strings.Replace(s.config(""), simPassword, "wrong-pw", 1), nil)
+	c := s.cloud(strings.Replace(s.config(""), "password: "+s.srv.Password(), "password: wrong-pw", 1), nil)
 	_, err := c.ListInstances(t.Context())
 	if !errors.Is(err, ErrInvalidLogin) {
 		t.Fatalf("ListInstances with a wrong password: %v, want ErrInvalidLogin", err)
@@ -168,7 +161,7 @@ func TestWrongPassword(t *testing.T) {
 	if pcp.IsTransient(err) || strings.Contains(err.Error(), "wrong-pw") {
 		t.Errorf("error %q is transient or shows the password", err)
 	}
-	node := nodeNamed("DC0_H0_VM0")
+	node := nodeNamed("node-1")
 	if ok, err := c.InstanceExists(t.Context(), node); err == nil || ok {
 		t.Errorf("InstanceExists with a wrong password = %t, %v; want an error", ok, err)
 	}
@@ -196,10 +189,6 @@ func TestWrongPassword(t *testing.T) {
 }
 
 func TestVCenterStopped(t *testing.T) {
-	// The simulator's Close waits for a long poll in flight to end.
-	w := maxWaitSeconds
-	t.Cleanup(func() { maxWaitSeconds = w }) // after the watch stopped
-	maxWaitSeconds = 1
 	s := newSim(t)
 	c := s.cloud(s.config(""), nil)
 	watching(t, c)
@@ -208,8 +197,7 @@ func TestVCenterStopped(t *testing.T) {
 		t.Fatal(err)
 	}
 	// vCenter goes away with the watch's long poll in flight.
-	s.server.CloseClientConnections()
-	s.server.Close()
+	s.srv.Stop()
 	eventually(t, "listings to fail", func() (bool, string) {
 		_, err := c.ListInstances(t.Context())
 		return err != nil, fmt.Sprint(err)
@@ -221,7 +209,7 @@ func TestVCenterStopped(t *testing.T) {
 	if _, err := plain.ListInstances(t.Context()); !pcp.IsTransient(err) {
 		t.Errorf("ListInstances (no watch) with vCenter down: %v, want a transient error", err)
 	}
-	if ok, err := plain.InstanceExists(t.Context(), nodeNamed("DC0_H0_VM0")); err == nil || ok {
+	if ok, err := plain.InstanceExists(t.Context(), nodeNamed("node-1")); err == nil || ok {
 		t.Errorf("InstanceExists with vCenter down = %t, %v", ok, err)
 	}
 }
@@ -252,19 +240,14 @@ func (s *sim) terminateSessions() {
 // TestKeepalive: with a session idle timeout, the provider's session stays
 // valid while an idle session without keepalive expires.
 func TestKeepalive(t *testing.T) {
-	s := newSim(t)
-	if err := sim25.SetSessionTimeout(s.ctx, s.admin, time.Second); err != nil {
-		t.Fatal(err)
-	}
+	s := newSim(t, func(o *vcsim.Options) { o.SessionTimeout = time.Second })
 	rec := &recorder{}
 	c := s.cloud(s.config(""), rec)
 	c.vcs[0].conn.keepalive = 100 * time.Millisecond
 	if _, err := c.ListInstances(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	u := *s.server.URL
-	u.User = url.UserPassword(simUser, simPassword)
-	idle, err := govmomi.NewClient(s.ctx, &u, true)
+	idle, err := s.srv.Client(s.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,30 +3,20 @@ package vsphere
 import (
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vmware/govmomi/property"
-	"github.com/vmware/govmomi/simulator/sim25"
-	"github.com/vmware/govmomi/vapi/rest"
 	"github.com/vmware/govmomi/vapi/tags"
 	"github.com/vmware/govmomi/vim25/mo"
-	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/stratus-ccm/stratus/internal/vcsim"
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
-
-// strictConfig is a config for the simulator that verifies its
-// certificate with tlsLines (caFile or thumbprint).
-func (s *sim) strictConfig(tlsLines string) string {
-	h, p := s.hostPort()
-	return fmt.Sprintf("global:\n  user: %s\n  password: %s\nvcenter:\n  sim:\n    server: %s\n    port: %s\n%s", simUser, simPassword, h, p, tlsLines)
-}
 
 // tag attaches a tag of category to the inventory object at path.
 func (s *sim) tag(m *tags.Manager, category, name string, obj types.ManagedObjectReference) {
@@ -57,40 +47,23 @@ func (s *sim) tag(m *tags.Manager, category, name string, obj types.ManagedObjec
 
 func (s *sim) tags() *tags.Manager {
 	s.t.Helper()
-	rc := rest.NewClient(s.admin)
-	if err := rc.Login(s.ctx, url.UserPassword(simUser, simPassword)); err != nil {
+	rc, err := s.srv.RESTClient(s.ctx)
+	if err != nil {
 		s.t.Fatalf("REST login: %v", err)
 	}
 	return tags.NewManager(rc)
 }
 
-func (s *sim) ref(kind, name string) types.ManagedObjectReference {
-	s.t.Helper()
-	for _, e := range s.model.Map().All(kind) {
-		if e.Entity().Name == name {
-			return e.Reference()
-		}
-	}
-	s.t.Fatalf("no %s %s", kind, name)
-	return types.ManagedObjectReference{}
-}
-
 func TestZonesFromTags(t *testing.T) {
+	// vcsim tags DC0 with region-1, cluster DC0_C0 with zone-a and host
+	// DC0_H0 with zone-b; a host's own tag beats its cluster's.
 	s := newSim(t)
 	m := s.tags()
-	s.tag(m, "k8s-region", "region-1", s.ref("Datacenter", "DC0"))
-	s.tag(m, "k8s-zone", "zone-a", s.ref("ClusterComputeResource", "DC0_C0"))
-	s.tag(m, "k8s-zone", "zone-b", s.ref("HostSystem", "DC0_H0"))
-	nearest := s.ref("HostSystem", "DC0_C0_H0")
-	s.tag(m, "k8s-zone", "zone-c", nearest) // a host's own tag beats its cluster's
+	s.tag(m, "k8s-zone", "zone-c", s.ref("HostSystem", "DC0_C0_H0"))
 	s.tag(m, "other", "not-a-zone", s.ref("HostSystem", "DC0_C0_H1"))
 
-	cert, err := s.server.CertificateFile()
-	if err != nil {
-		t.Fatal(err)
-	}
 	rec := &recorder{}
-	c := s.cloud(s.strictConfig("    caFile: "+cert+"\nlabels:\n  zone: k8s-zone\n  region: k8s-region\n"), rec)
+	c := s.cloud(s.strictConfig("    caFile: "+s.srv.CAFile()+"\nlabels:\n  zone: k8s-zone\n  region: k8s-region\n"), rec)
 	list, err := c.ListInstances(t.Context())
 	if err != nil {
 		t.Fatalf("ListInstances: %v", err)
@@ -99,24 +72,17 @@ func TestZonesFromTags(t *testing.T) {
 		t.Fatalf("%d instances", len(list))
 	}
 	for _, inst := range list {
-		var o mo.VirtualMachine
-		vm := s.vms()[inst.Name]
-		if err := vm.Properties(s.ctx, vm.Reference(), []string{"runtime.host"}, &o); err != nil {
-			t.Fatal(err)
-		}
-		want := "zone-a"
-		switch *o.Runtime.Host {
-		case nearest:
+		vm := s.vm(inst.Name)
+		want := vm.Zone
+		if vm.Host == "DC0_C0_H0" {
 			want = "zone-c"
-		case s.ref("HostSystem", "DC0_H0"):
-			want = "zone-b"
 		}
-		if inst.Metadata.Zone != want || inst.Metadata.Region != "region-1" {
-			t.Errorf("%s on %s: zone %q region %q, want %q region-1", inst.Name, o.Runtime.Host.Value, inst.Metadata.Zone, inst.Metadata.Region, want)
+		if inst.Metadata.Zone != want || inst.Metadata.Region != "region-1" || inst.MetadataErr != nil {
+			t.Errorf("%s on %s: zone %q region %q (%v), want %q region-1", inst.Name, vm.Host, inst.Metadata.Zone, inst.Metadata.Region, inst.MetadataErr, want)
 		}
-		if inst.MetadataErr != nil && !strings.Contains(inst.MetadataErr.Error(), "no IP addresses yet") {
-			t.Errorf("%s: %v", inst.Name, inst.MetadataErr)
-		}
+	}
+	if s.vm("node-1").Zone != "zone-b" {
+		t.Fatalf("node-1 is in %s, the test expects zone-b", s.vm("node-1").Zone)
 	}
 	batched := 0
 	for _, r := range rec.rest {
@@ -137,12 +103,11 @@ func TestZonesFromTags(t *testing.T) {
 	}
 
 	// Zones answers from the same data.
-	uuid := strings.ToLower(s.vmUUID("DC0_H0_VM0"))
-	z, err := c.GetZoneByProviderID(t.Context(), "vsphere://"+uuid)
+	z, err := c.GetZoneByProviderID(t.Context(), "vsphere://"+s.vm("node-1").UUID)
 	if err != nil || z != (cloudprovider.Zone{FailureDomain: "zone-b", Region: "region-1"}) {
 		t.Errorf("GetZoneByProviderID = %+v, %v", z, err)
 	}
-	z, err = c.GetZoneByNodeName(t.Context(), k8stypes.NodeName("DC0_H0_VM1"))
+	z, err = c.GetZoneByNodeName(t.Context(), k8stypes.NodeName("node-3"))
 	if err != nil || z != (cloudprovider.Zone{FailureDomain: "zone-b", Region: "region-1"}) {
 		t.Errorf("GetZoneByNodeName = %+v, %v", z, err)
 	}
@@ -152,8 +117,7 @@ func TestZonesFromTags(t *testing.T) {
 }
 
 func TestNoZonesWithoutLabels(t *testing.T) {
-	s := newSim(t)
-	s.tag(s.tags(), "k8s-zone", "zone-a", s.ref("ClusterComputeResource", "DC0_C0"))
+	s := newSim(t) // its hosts and clusters have zone tags
 	rec := &recorder{}
 	c := s.cloud(s.config(""), rec)
 	list, err := c.ListInstances(t.Context())
@@ -172,16 +136,12 @@ func TestNoZonesWithoutLabels(t *testing.T) {
 
 func TestTLS(t *testing.T) {
 	s := newSim(t)
-	cert, err := s.server.CertificateFile()
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, tc := range []struct {
 		name, tls string
 		ok        bool
 	}{
-		{"CA file", "    caFile: " + cert + "\n", true},
-		{"SHA-1 thumbprint", "    thumbprint: " + soap.ThumbprintSHA1(s.server.Certificate()) + "\n", true},
+		{"CA file", "    caFile: " + s.srv.CAFile() + "\n", true},
+		{"SHA-1 thumbprint", "    thumbprint: " + s.srv.Thumbprint() + "\n", true},
 		{"insecure", "    insecureFlag: true\n", true},
 		{"system CAs only", "", false},
 		{"wrong thumbprint", "    thumbprint: 00:11:22:33:44:55:66:77:88:99:AA:BB:CC:DD:EE:FF:00:11:22:33\n", false},
@@ -206,12 +166,7 @@ func TestTLS(t *testing.T) {
 // when idle; the next listing and zone refresh log in again (SOAP after
 // NotAuthenticated, REST after 401) instead of failing.
 func TestExpiredSessionsLogInAgain(t *testing.T) {
-	s := newSim(t)
-	s.tag(s.tags(), "k8s-zone", "zone-a", s.ref("ClusterComputeResource", "DC0_C0"))
-	s.tag(s.tags(), "k8s-region", "region-1", s.ref("Datacenter", "DC0"))
-	if err := sim25.SetSessionTimeout(s.ctx, s.admin, time.Second); err != nil {
-		t.Fatal(err)
-	}
+	s := newSim(t, func(o *vcsim.Options) { o.SessionTimeout = time.Second })
 	rec := &recorder{}
 	c := s.cloud(s.config("labels:\n  zone: k8s-zone\n  region: k8s-region\n"), rec)
 	c.vcs[0].conn.keepalive = time.Hour
@@ -246,7 +201,7 @@ func TestExpiredSessionsLogInAgain(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ListInstances after the sessions expired: %v", err)
 	}
-	if inst := byName(list)["DC0_C0_RP0_VM0"]; inst.Metadata.Zone != "zone-a" {
+	if inst := byName(list)["node-0"]; inst.Metadata.Zone != s.vm("node-0").Zone || inst.Metadata.Zone == "" {
 		t.Errorf("zone after re-login = %q", inst.Metadata.Zone)
 	}
 	if rec.count("Login") != 2 || restLogins() != 2 {
