@@ -45,7 +45,6 @@ type inventory struct {
 	watching bool  // a watch loop runs
 	synced   bool  // the watch delivered a full sync and has not failed since
 	watchErr error // why the watch is broken, while it is
-	version  uint64
 
 	// views are the ContainerViews of VMs of session generation viewGen.
 	viewMu  sync.Mutex
@@ -179,7 +178,6 @@ func (inv *inventory) list(ctx context.Context) ([]*vm, error) {
 	defer inv.mu.Unlock()
 	if !inv.watching {
 		inv.vms = keepUUIDs(vms, inv.vms)
-		inv.version++
 	}
 	out := make([]*vm, 0, len(vms))
 	for _, r := range vms {
@@ -343,7 +341,6 @@ func (inv *inventory) watchOnce(ctx context.Context, changed func()) (synced boo
 			old := inv.vms
 			inv.vms = keepUUIDs(fresh, old)
 			inv.synced, inv.watchErr = true, nil
-			inv.version++
 			inv.mu.Unlock()
 			changed()
 			continue
@@ -395,9 +392,6 @@ func (inv *inventory) apply(ctx context.Context, vc *vim25.Client, updates []typ
 		if (a == nil) != (b == nil) || (a != nil && !a.equal(b)) {
 			changed = true
 		}
-	}
-	if changed {
-		inv.version++
 	}
 	return changed
 }
