@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -47,8 +48,66 @@ type Config struct {
 	// side, where thousands of targets behind hundreds of load balancers
 	// would make the data plane the biggest load on the machine.
 	NoDataPlane bool
+	// PeerNetworks are other clouds' networks that load balancers can send
+	// traffic to (IP targets), as a VPN or interconnect would let them: a
+	// target address in Network is reached at the same offset in Via, a
+	// loopback block of the same size where the other cloud's machines
+	// listen on a laptop. Target addresses elsewhere are reached as they are.
+	PeerNetworks []PeerNetwork
 	// Logger receives the server's logs (default: discard).
 	Logger logr.Logger
+}
+
+// PeerNetwork maps another cloud's network onto a loopback block (see
+// Config.PeerNetworks).
+type PeerNetwork struct {
+	Network, Via netip.Prefix
+}
+
+// ParsePeerNetwork parses "NETWORK=VIA", e.g. "10.0.0.0/16=127.78.0.0/16".
+func ParsePeerNetwork(s string) (PeerNetwork, error) {
+	network, via, ok := strings.Cut(s, "=")
+	if !ok {
+		return PeerNetwork{}, fmt.Errorf("peer network %q: want NETWORK=VIA, e.g. 10.0.0.0/16=127.78.0.0/16", s)
+	}
+	n, err := netip.ParsePrefix(strings.TrimSpace(network))
+	if err != nil {
+		return PeerNetwork{}, fmt.Errorf("peer network %q: %w", s, err)
+	}
+	v, err := netip.ParsePrefix(strings.TrimSpace(via))
+	if err != nil {
+		return PeerNetwork{}, fmt.Errorf("peer network %q: %w", s, err)
+	}
+	pn := PeerNetwork{Network: n.Masked(), Via: v.Masked()}
+	return pn, pn.validate()
+}
+
+func (p PeerNetwork) validate() error {
+	switch {
+	case !p.Network.IsValid() || !p.Via.IsValid():
+		return fmt.Errorf("peer network %s=%s: both prefixes are required", p.Network, p.Via)
+	case p.Network.Bits() != p.Via.Bits() || p.Network.Addr().Is4() != p.Via.Addr().Is4():
+		return fmt.Errorf("peer network %s=%s: the prefixes must be of the same family and size", p.Network, p.Via)
+	case !p.Via.Addr().IsLoopback():
+		return fmt.Errorf("peer network %s=%s: the via block must be on loopback", p.Network, p.Via)
+	}
+	return nil
+}
+
+// translate returns where a target address is reached.
+func (p PeerNetwork) translate(a netip.Addr) (netip.Addr, bool) {
+	if !p.Network.Contains(a) {
+		return a, false
+	}
+	n, v, x := p.Network.Addr().As16(), p.Via.Addr().As16(), a.As16()
+	for i := range x {
+		x[i] = v[i] | (x[i] &^ n[i])
+	}
+	out := netip.AddrFrom16(x)
+	if a.Is4() {
+		out = out.Unmap()
+	}
+	return out, true
 }
 
 // DefaultConfig returns the defaults of `stratus minicloud serve`, without
@@ -91,6 +150,11 @@ func (c *Config) validate() error {
 	}
 	if c.RateLimit < 0 || c.Burst < 0 {
 		return fmt.Errorf("minicloud config: rate limit and burst must not be negative")
+	}
+	for _, p := range c.PeerNetworks {
+		if err := p.validate(); err != nil {
+			return fmt.Errorf("minicloud config: %w", err)
+		}
 	}
 	if c.LBProvisionDelay < 0 {
 		return fmt.Errorf("minicloud config: LB provision delay must not be negative")

@@ -211,6 +211,7 @@ func (s *Server) withHealth(res *resolver, lb *api.LoadBalancer) {
 type resolver struct {
 	tx        *store.Tx
 	instances map[string]*instanceAddr // nil: not found
+	peers     []PeerNetwork
 }
 
 // instanceAddr is the part of an instance that routing needs; decoding
@@ -220,14 +221,20 @@ type instanceAddr struct {
 	PrivateIP string `json:"private_ip"`
 }
 
-func newResolver(tx *store.Tx) *resolver {
-	return &resolver{tx: tx, instances: map[string]*instanceAddr{}}
+func (s *Server) newResolver(tx *store.Tx) *resolver {
+	return &resolver{tx: tx, instances: map[string]*instanceAddr{}, peers: s.cfg.PeerNetworks}
 }
 
 // resolve returns the backend of t, or why it cannot receive traffic.
 func (r *resolver) resolve(t api.Target) dataplane.Backend {
 	if t.IP != "" {
 		a, _ := netip.ParseAddr(t.IP)
+		for _, p := range r.peers {
+			if via, ok := p.translate(a); ok {
+				a = via
+				break
+			}
+		}
 		return dataplane.Backend{Addr: a}
 	}
 	inst, seen := r.instances[t.InstanceID]
@@ -253,7 +260,7 @@ func (s *Server) loadBalancer(id string) (any, error) {
 		var err error
 		lb, err = store.Get[lbRecord](tx, store.LoadBalancers, id)
 		if err == nil {
-			s.withHealth(newResolver(tx), &lb)
+			s.withHealth(s.newResolver(tx), &lb)
 		}
 		return err
 	})
@@ -303,7 +310,7 @@ func (s *Server) listLBs(r *http.Request) (int, any, error) {
 			}
 			return nil
 		}
-		res := newResolver(tx)
+		res := s.newResolver(tx)
 		for i := range items {
 			s.withHealth(res, &items[i])
 		}
@@ -411,7 +418,7 @@ func (s *Server) activate(id string) {
 			return err
 		}
 		provisioning = lb.State == api.LBProvisioning
-		spec = planSpec(newResolver(tx), lb)
+		spec = planSpec(s.newResolver(tx), lb)
 		return nil
 	})
 	if err != nil || !provisioning {
@@ -460,7 +467,7 @@ func (s *Server) reconcileLBs(ids []string) {
 	specs := make([]dataplane.Spec, len(ids))
 	states := make([]string, len(ids))
 	err := s.store.View(func(tx *store.Tx) error {
-		res := newResolver(tx)
+		res := s.newResolver(tx)
 		for i, id := range ids {
 			lb, err := store.Get[lbRecord](tx, store.LoadBalancers, id)
 			if errors.Is(err, store.ErrNotFound) {

@@ -306,3 +306,23 @@ func TestListingsDoNotMixPriorities(t *testing.T) {
 	close(cloud.gate)
 	wg.Wait()
 }
+
+// An instance whose listing entry says its metadata is incomplete exists, but
+// its metadata is that error, so that its node is not initialized without
+// addresses.
+func TestCacheMetadataError(t *testing.T) {
+	noIPs := instance("a", false)
+	noIPs.MetadataErr = errors.New("VM a has no IP addresses yet")
+	cloud := newListingCloud(noIPs)
+	p, _ := newCachedProvider(t, uniqueName("cache-metadata-error-test"), cloud)
+	n := node("a", "test://a")
+	if md, err := p.InstanceMetadata(t.Context(), n); !errors.Is(err, noIPs.MetadataErr) {
+		t.Errorf("InstanceMetadata = %+v, %v; want the instance's metadata error", md, err)
+	}
+	if exists, err := p.InstanceExists(t.Context(), n); err != nil || !exists {
+		t.Errorf("InstanceExists = %v, %v; want true", exists, err)
+	}
+	if p.KnownGone(n) {
+		t.Error("known gone")
+	}
+}

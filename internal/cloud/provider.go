@@ -210,6 +210,9 @@ func (p *Provider) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudp
 		if inst == nil {
 			return nil, fmt.Errorf("instance of node %s: %w", node.Name, cloudprovider.InstanceNotFound)
 		}
+		if inst.MetadataErr != nil {
+			return nil, fmt.Errorf("instance of node %s: %w", node.Name, inst.MetadataErr)
+		}
 		return copyMetadata(&inst.Metadata), nil
 	}
 	md, err := coalesce(ctx, p, "InstanceMetadata", node, func(ctx context.Context) (*cloudprovider.InstanceMetadata, error) {

@@ -58,6 +58,9 @@ type Options struct {
 	DataPlane dataplane.Options
 	// NoDataPlane serves the API only (minicloud.Config.NoDataPlane).
 	NoDataPlane bool
+	// PeerNetworks are other clouds' networks the load balancers reach
+	// (minicloud.Config.PeerNetworks).
+	PeerNetworks []minicloud.PeerNetwork
 }
 
 // Cloud is a running minicloud.
@@ -96,6 +99,7 @@ func Start(t testing.TB, o Options) *Cloud {
 	cfg.VIPCIDR = orRandom(t, o.VIPCIDR, 100, 100)
 	cfg.DataPlane = o.DataPlane
 	cfg.NoDataPlane = o.NoDataPlane
+	cfg.PeerNetworks = o.PeerNetworks
 	cfg.Logger = testr.NewWithInterface(t, testr.Options{LogTimestamp: true})
 
 	srv, err := minicloud.NewServer(cfg)

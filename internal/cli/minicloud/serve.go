@@ -27,6 +27,7 @@ type serveOptions struct {
 	instanceCIDR string
 	publicCIDR   string
 	vipCIDR      string
+	peerNetworks []string
 	verbose      bool
 }
 
@@ -54,6 +55,13 @@ time, generated into) <state-dir>/token, where the client commands find it.`,
 			}
 			if cfg.VIPCIDR, err = parsePrefixFlag("--vip-cidr", o.vipCIDR); err != nil {
 				return err
+			}
+			for _, v := range o.peerNetworks {
+				pn, err := minicloud.ParsePeerNetwork(v)
+				if err != nil {
+					return fmt.Errorf("--peer-network: %w", err)
+				}
+				cfg.PeerNetworks = append(cfg.PeerNetworks, pn)
 			}
 			if cfg.Tokens, err = o.resolveTokens(cmd); err != nil {
 				return err
@@ -84,6 +92,7 @@ time, generated into) <state-dir>/token, where the client commands find it.`,
 	f.StringVar(&o.instanceCIDR, "instance-cidr", def.InstanceCIDR.String(), "pool of instance private IPs (on loopback, so the data plane reaches them)")
 	f.StringVar(&o.publicCIDR, "public-cidr", def.PublicCIDR.String(), "pool of instance public IPs")
 	f.StringVar(&o.vipCIDR, "vip-cidr", def.VIPCIDR.String(), "pool of load-balancer VIPs (on loopback)")
+	f.StringSliceVar(&o.peerNetworks, "peer-network", nil, "NETWORK=VIA: another cloud's network that load balancers reach through the loopback block VIA, e.g. 10.0.0.0/16=127.78.0.0/16 (repeatable)")
 	f.Float64Var(&cfg.RateLimit, "rate-limit", 0, "requests per second per token (0 = unlimited)")
 	f.IntVar(&cfg.Burst, "burst", 0, "rate-limit bucket size (0 = max(1, rate-limit))")
 	f.DurationVar(&cfg.LBProvisionDelay, "lb-provision-delay", def.LBProvisionDelay, "time a new load balancer stays provisioning")

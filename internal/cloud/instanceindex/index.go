@@ -15,6 +15,7 @@ import (
 // names instances list and by system UUID.
 type Index struct {
 	byID       map[string]*pcp.Instance
+	byLowerID  map[string]*pcp.Instance
 	byName     map[string]*pcp.Instance
 	byHostname map[string]*pcp.Instance
 	byUUID     map[string]*pcp.Instance
@@ -26,14 +27,18 @@ type Index struct {
 // first one listed keeps it.
 func New(list []pcp.Instance) *Index {
 	idx := &Index{
-		byID:   make(map[string]*pcp.Instance, len(list)),
-		byName: make(map[string]*pcp.Instance, len(list)),
-		size:   len(list),
+		byID:      make(map[string]*pcp.Instance, len(list)),
+		byLowerID: make(map[string]*pcp.Instance, len(list)),
+		byName:    make(map[string]*pcp.Instance, len(list)),
+		size:      len(list),
 	}
 	for i := range list {
 		inst := &list[i]
-		if inst.Metadata.ProviderID != "" {
-			idx.byID[inst.Metadata.ProviderID] = inst
+		if id := inst.Metadata.ProviderID; id != "" {
+			idx.byID[id] = inst
+			if _, taken := idx.byLowerID[strings.ToLower(id)]; !taken {
+				idx.byLowerID[strings.ToLower(id)] = inst
+			}
 		}
 		if inst.Name != "" {
 			idx.byName[inst.Name] = inst
@@ -65,13 +70,20 @@ func New(list []pcp.Instance) *Index {
 	return idx
 }
 
-// Find returns the node's instance: the one with the node's provider ID, or, for a
+// Find returns the node's instance: the one with the node's provider ID (compared
+// exactly, else case-insensitively), or, for a
 // node without one, the one named like the node, else the one listing the node's
 // name among its host names, else the one with the node's system UUID. It returns
 // nil when the listing has no such instance.
 func (idx *Index) Find(node *v1.Node) *pcp.Instance {
-	if node.Spec.ProviderID != "" {
-		return idx.byID[node.Spec.ProviderID]
+	if id := node.Spec.ProviderID; id != "" {
+		if inst := idx.byID[id]; inst != nil {
+			return inst
+		}
+		// A provider ID that differs only in case names the same machine
+		// (vSphere's UUIDs are written in either case): a miss here would
+		// make the machine look gone.
+		return idx.byLowerID[strings.ToLower(id)]
 	}
 	if inst := idx.byName[node.Name]; inst != nil {
 		return inst

@@ -26,7 +26,8 @@ func TestFind(t *testing.T) {
 		want string // instance name; "" = not found
 	}{
 		{node("x", "p://1", ""), "a"},
-		{node("a", "p://4", ""), ""}, // a provider ID decides; the name is not consulted
+		{node("x", "P://1", ""), "a"}, // a provider ID in another case names the same machine
+		{node("a", "p://4", ""), ""},  // a provider ID decides; the name is not consulted
 		{node("b", "", ""), "b"},
 		{node("c", "", ""), ""},
 		{node("a", "", ""), "a"},         // an instance's name wins over another's host name
