@@ -272,4 +272,3 @@ func poll(t *testing.T, timeout time.Duration, what string, cond func(context.Co
 		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
 	}
 }
-
