@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -75,9 +76,17 @@ func (k *Key[T]) Get(obj metav1.Object) (v T, ok bool, err error) {
 	return v, true, nil
 }
 
-// Parse parses a value of the annotation; errors are *InvalidError.
+// Parse parses a value of the annotation; errors are *InvalidError. A value with
+// leading or trailing white space is invalid: it is a typo or a templating
+// mistake, and the annotation must mean the same to every reader.
 func (k *Key[T]) Parse(raw string) (T, error) {
-	v, err := k.parse(raw)
+	var v T
+	var err error
+	if strings.TrimSpace(raw) != raw {
+		err = errors.New("leading or trailing white space")
+	} else {
+		v, err = k.parse(raw)
+	}
 	if err != nil {
 		return v, &InvalidError{Name: k.Name, Value: raw, Err: err}
 	}
@@ -184,6 +193,9 @@ func Markdown() []byte {
 	b.WriteString("`LoadBalancerReady=False` with reason `InvalidConfiguration` and a Warning event\n")
 	b.WriteString("`SyncLoadBalancerFailed`, both naming the annotation. The Service is retried when it\n")
 	b.WriteString("changes. Providers read these values and their own annotations from the Service.\n\n")
+	b.WriteString("A value is read exactly as written: white space before or after it is an error, and a\n")
+	b.WriteString("number or duration outside the accepted values (however large) is an error that gives\n")
+	b.WriteString("the accepted range.\n\n")
 	b.WriteString("| Annotation | Type | Default | Accepted values | Example |\n|---|---|---|---|---|\n")
 	for _, i := range All() {
 		def := i.Default
@@ -198,9 +210,16 @@ func Markdown() []byte {
 	return b.Bytes()
 }
 
+// durationSyntax matches what time.ParseDuration reads, whatever the magnitude.
+var durationSyntax = regexp.MustCompile(`^[-+]?(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|μs|ms|s|m|h))+$`)
+
 func durationIn(lo, hi time.Duration) func(string) (time.Duration, error) {
 	return func(s string) (time.Duration, error) {
-		d, err := time.ParseDuration(strings.TrimSpace(s))
+		d, err := time.ParseDuration(s)
+		if err != nil && durationSyntax.MatchString(s) {
+			// Well-formed, so too long for a time.Duration (about 290 years).
+			return 0, fmt.Errorf("duration is outside [%v, %v]", lo, hi)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("not a duration (e.g. 10s, 1m30s)")
 		}
@@ -213,7 +232,10 @@ func durationIn(lo, hi time.Duration) func(string) (time.Duration, error) {
 
 func intIn(lo, hi int) func(string) (int, error) {
 	return func(s string) (int, error) {
-		n, err := strconv.Atoi(strings.TrimSpace(s))
+		n, err := strconv.Atoi(s)
+		if errors.Is(err, strconv.ErrRange) {
+			return 0, fmt.Errorf("number is outside [%d, %d]", lo, hi)
+		}
 		if err != nil {
 			return 0, fmt.Errorf("not an integer")
 		}
@@ -225,7 +247,7 @@ func intIn(lo, hi int) func(string) (int, error) {
 }
 
 func parseBool(s string) (bool, error) {
-	b, err := strconv.ParseBool(strings.TrimSpace(s))
+	b, err := strconv.ParseBool(s)
 	if err != nil {
 		return false, fmt.Errorf("not a boolean (true or false)")
 	}

@@ -27,7 +27,6 @@ func TestDurationKey(t *testing.T) {
 	}{
 		{desc: "absent gives default", want: 10 * time.Second},
 		{desc: "valid", ann: map[string]string{name: "30s"}, want: 30 * time.Second, wantSet: true},
-		{desc: "spaces trimmed", ann: map[string]string{name: " 1m "}, want: time.Minute, wantSet: true},
 		{desc: "lower bound", ann: map[string]string{name: "1s"}, want: time.Second, wantSet: true},
 		{desc: "below range", ann: map[string]string{name: "500ms"}, want: 10 * time.Second, wantSet: true, wantErr: true},
 		{desc: "above range", ann: map[string]string{name: "6m"}, want: 10 * time.Second, wantSet: true, wantErr: true},
@@ -48,6 +47,44 @@ func TestDurationKey(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestParseErrors: each rejection says why, naming the annotation; a value with
+// white space around it is rejected, and a number or duration too large for its
+// type is "outside" the accepted range, not "not an integer".
+func TestParseErrors(t *testing.T) {
+	interval, threshold, proxy := LBHealthCheckInterval.Name, LBHealthCheckUnhealthyThreshold.Name, LBProxyProtocol.Name
+	for _, tc := range []struct {
+		parse func(string) error
+		raw   string
+		want  string
+	}{
+		{ignoreValue(LBHealthCheckUnhealthyThreshold.Parse), "99999999999999999999",
+			`invalid annotation ` + threshold + `="99999999999999999999": number is outside [1, 10]`},
+		{ignoreValue(LBHealthCheckUnhealthyThreshold.Parse), "-99999999999999999999",
+			`invalid annotation ` + threshold + `="-99999999999999999999": number is outside [1, 10]`},
+		{ignoreValue(LBHealthCheckUnhealthyThreshold.Parse), "11", `invalid annotation ` + threshold + `="11": 11 is outside [1, 10]`},
+		{ignoreValue(LBHealthCheckUnhealthyThreshold.Parse), "ten", `invalid annotation ` + threshold + `="ten": not an integer`},
+		{ignoreValue(LBHealthCheckUnhealthyThreshold.Parse), " 5", `invalid annotation ` + threshold + `=" 5": leading or trailing white space`},
+		{ignoreValue(LBHealthCheckInterval.Parse), " 5s", `invalid annotation ` + interval + `=" 5s": leading or trailing white space`},
+		{ignoreValue(LBHealthCheckInterval.Parse), "5s\n", `invalid annotation ` + interval + `="5s\n": leading or trailing white space`},
+		{ignoreValue(LBHealthCheckInterval.Parse), "9999999999999h", `invalid annotation ` + interval + `="9999999999999h": duration is outside [1s, 5m0s]`},
+		{ignoreValue(LBHealthCheckInterval.Parse), "s", `invalid annotation ` + interval + `="s": not a duration (e.g. 10s, 1m30s)`},
+		{ignoreValue(LBHealthCheckInterval.Parse), "6m", `invalid annotation ` + interval + `="6m": 6m0s is outside [1s, 5m0s]`},
+		{ignoreValue(LBProxyProtocol.Parse), "true ", `invalid annotation ` + proxy + `="true ": leading or trailing white space`},
+	} {
+		err := tc.parse(tc.raw)
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Parse(%q) = %v, want %s", tc.raw, err, tc.want)
+		}
+		if err != nil && !errors.Is(err, ErrInvalid) {
+			t.Errorf("Parse(%q) error does not match ErrInvalid", tc.raw)
+		}
+	}
+}
+
+func ignoreValue[T any](parse func(string) (T, error)) func(string) error {
+	return func(s string) error { _, err := parse(s); return err }
 }
 
 func TestIntAndBoolKeys(t *testing.T) {
