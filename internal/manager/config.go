@@ -7,9 +7,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/yaml"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
+	"github.com/stratus-ccm/stratus/internal/strictyaml"
 )
 
 // ManagerConfig API version and kind, as written in the --config file.
@@ -98,10 +98,11 @@ func LoadConfig(path string) (*ManagerConfig, error) {
 }
 
 // ParseConfig decodes a ManagerConfig strictly (unknown and duplicate fields are
-// errors) and validates it.
+// errors) and validates it. Every error names the YAML path of the bad value
+// (e.g. `route.resyncPeriod: invalid duration "1x": ...`).
 func ParseConfig(data []byte) (*ManagerConfig, error) {
 	var cfg ManagerConfig
-	if err := yaml.UnmarshalStrict(data, &cfg); err != nil {
+	if err := strictyaml.Unmarshal(data, &cfg); err != nil {
 		return nil, err
 	}
 	if err := cfg.validate(); err != nil {
@@ -114,10 +115,10 @@ func ParseConfig(data []byte) (*ManagerConfig, error) {
 func (c *ManagerConfig) validate() error {
 	var errs []error
 	if c.APIVersion != ConfigAPIVersion {
-		errs = append(errs, fmt.Errorf("apiVersion %q: want %q", c.APIVersion, ConfigAPIVersion))
+		errs = append(errs, fmt.Errorf("apiVersion: want %q, got %q", ConfigAPIVersion, c.APIVersion))
 	}
 	if c.Kind != ConfigKind {
-		errs = append(errs, fmt.Errorf("kind %q: want %q", c.Kind, ConfigKind))
+		errs = append(errs, fmt.Errorf("kind: want %q, got %q", ConfigKind, c.Kind))
 	}
 	for _, d := range []struct {
 		field string
@@ -130,17 +131,17 @@ func (c *ManagerConfig) validate() error {
 		{"nodeLifecycle.deletionBudgetWindow", c.NodeLifecycle.DeletionBudgetWindow},
 	} {
 		if d.value != nil && d.value.Duration < 0 {
-			errs = append(errs, fmt.Errorf("%s must not be negative, got %s", d.field, d.value.Duration))
+			errs = append(errs, fmt.Errorf("%s: must not be negative, got %s", d.field, d.value.Duration))
 		}
 	}
 	if p := c.NodeLifecycle.DeletionBudgetPercent; p < 0 || p > 100 {
-		errs = append(errs, fmt.Errorf("nodeLifecycle.deletionBudgetPercent must be between 0 and 100, got %d", p))
+		errs = append(errs, fmt.Errorf("nodeLifecycle.deletionBudgetPercent: must be between 0 and 100, got %d", p))
 	}
 	if c.NodeLifecycle.DeletionBudgetMin < 0 {
-		errs = append(errs, fmt.Errorf("nodeLifecycle.deletionBudgetMin must not be negative, got %d", c.NodeLifecycle.DeletionBudgetMin))
+		errs = append(errs, fmt.Errorf("nodeLifecycle.deletionBudgetMin: must not be negative, got %d", c.NodeLifecycle.DeletionBudgetMin))
 	}
 	if c.Route.MaxConcurrentOps < 0 {
-		errs = append(errs, fmt.Errorf("route.maxConcurrentOps must not be negative, got %d", c.Route.MaxConcurrentOps))
+		errs = append(errs, fmt.Errorf("route.maxConcurrentOps: must not be negative, got %d", c.Route.MaxConcurrentOps))
 	}
 	// A file without providers only carries stratus settings for --cloud-provider.
 	if len(c.Providers) > 0 {

@@ -88,6 +88,55 @@ route:
 	}
 }
 
+// TestParseConfigDecodeErrorsNameThePath: a value that does not decode is
+// reported under its YAML path, in the stratus settings and in the provider
+// composition alike, never in Go's spelling.
+func TestParseConfigDecodeErrorsNameThePath(t *testing.T) {
+	const head = "apiVersion: stratus.io/v1alpha1\nkind: ManagerConfig\n"
+	for _, tc := range []struct {
+		name, yaml string
+		want       []string // whole lines of the error
+	}{
+		{"duration unit", "route: {resyncPeriod: 1x}\n", []string{
+			`route.resyncPeriod: invalid duration "1x": time: unknown unit "x" in duration "1x"`,
+		}},
+		{"duration of the wrong type", "service: {orphanGracePeriod: 5}\n", []string{
+			`service.orphanGracePeriod: want a duration such as "30s", got 5`,
+		}},
+		{"integer of the wrong type", "route: {maxConcurrentOps: many}\nshutdownGracePeriod: forever\n", []string{
+			`route.maxConcurrentOps: want an integer from -9223372036854775808 to 9223372036854775807, got "many"`,
+			`shutdownGracePeriod: invalid duration "forever": time: invalid duration "forever"`,
+		}},
+		{"unknown nested field", "nodeLifecycle: {deletionBudget: 3}\n", []string{
+			`nodeLifecycle.deletionBudget: unknown field`,
+		}},
+		{
+			name: "provider composition",
+			yaml: "providers:\n- {name: a, type: fake}\n- name: b\n  type: fake\n  instanceCacheFreshness: 1x\n  budget: {rate: fast, burst: 1.5}\n  loadBalancerClasses: example.com/lb\n",
+			want: []string{
+				`providers[1].budget.burst: want an integer from -9223372036854775808 to 9223372036854775807, got 1.5`,
+				`providers[1].budget.rate: want a number, got "fast"`,
+				`providers[1].instanceCacheFreshness: invalid duration "1x": time: unknown unit "x" in duration "1x"`,
+				`providers[1].loadBalancerClasses: want a list, got "example.com/lb"`,
+			},
+		},
+		{"provider selector", "providers:\n- {name: a, type: fake, nodeSelector: {matchLabels: {region: [a]}}}\n", []string{
+			`providers[0].nodeSelector.matchLabels.region: want a string, got a list`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := manager.ParseConfig([]byte(head + tc.yaml))
+			if err == nil {
+				t.Fatal("ParseConfig accepted the file")
+			}
+			got := strings.Split(err.Error(), "\n")
+			if strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Errorf("error lines:\n%s\nwant:\n%s", err, strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
 func TestLoadConfigNamesTheFile(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "stratus.yaml")
 	if err := os.WriteFile(path, []byte("kind: Nope\n"), 0o600); err != nil {
@@ -102,8 +151,9 @@ func TestLoadConfigNamesTheFile(t *testing.T) {
 	}
 }
 
-// FuzzParseConfig: no input panics, and an accepted file survives validation
-// again (ParseConfig is deterministic).
+// FuzzParseConfig: no input panics, an accepted file survives validation
+// again (ParseConfig is deterministic), and a rejected one is never rejected in
+// the JSON decoder's words (no path, or Go's spelling of it).
 func FuzzParseConfig(f *testing.F) {
 	seeds, _ := filepath.Glob("testdata/config/*.yaml")
 	for _, s := range seeds {
@@ -116,6 +166,9 @@ func FuzzParseConfig(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := manager.ParseConfig(data)
 		if err != nil {
+			if msg := err.Error(); strings.Contains(msg, "error unmarshaling JSON") || strings.Contains(msg, "Go struct field") {
+				t.Fatalf("ParseConfig error does not name the YAML path: %v", err)
+			}
 			return
 		}
 		again, err := manager.ParseConfig(data)
