@@ -11,6 +11,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stratus-ccm/stratus/internal/echo"
 )
 
 // Prefix starts the name of every stratus Service annotation.
@@ -29,8 +31,11 @@ type InvalidError struct {
 	Err error
 }
 
+// Error names the annotation and repeats its value, each shortened (with a
+// marker giving the original length) when long: a value may be hundreds of
+// kilobytes, and the message ends up in conditions, events and logs.
 func (e *InvalidError) Error() string {
-	return fmt.Sprintf("invalid annotation %s=%q: %v", e.Name, e.Value, e.Err)
+	return fmt.Sprintf("invalid annotation %s=%s: %v", echo.Shorten(e.Name, echo.MaxName), echo.Quote(e.Value, echo.MaxValue), e.Err)
 }
 
 // Unwrap returns the reason.

@@ -83,6 +83,23 @@ func TestParseErrors(t *testing.T) {
 	}
 }
 
+// TestInvalidErrorShortensEchoes: a long value and a long name are repeated
+// only in part, each with a marker giving its length, so that a 30 kB value
+// never reaches a condition or an event whole.
+func TestInvalidErrorShortensEchoes(t *testing.T) {
+	long := strings.Repeat("v", 30000)
+	name := Prefix + strings.Repeat("n", 200)
+	err := Validate(objWith(map[string]string{name: long, LBHealthCheckInterval.Name: "é" + long}))
+	want := "invalid annotation " + LBHealthCheckInterval.Name + `="é` + strings.Repeat("v", 62) + `"...[30002 bytes]: not a duration (e.g. 10s, 1m30s)` + "\n" +
+		"invalid annotation " + name[:128] + "...[219 bytes]=" + `"` + strings.Repeat("v", 64) + `"...[30000 bytes]: unknown stratus annotation`
+	if err == nil || err.Error() != want {
+		t.Fatalf("Validate = %v\nwant %s", err, want)
+	}
+	if got := InvalidNames(err); len(got) != 2 || got[1] != name {
+		t.Errorf("InvalidNames = %v; want the names whole", got)
+	}
+}
+
 func ignoreValue[T any](parse func(string) (T, error)) func(string) error {
 	return func(s string) error { _, err := parse(s); return err }
 }

@@ -9,15 +9,19 @@ import (
 	"fmt"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	"github.com/stratus-ccm/stratus/internal/echo"
 )
 
 // NewRecorder returns a recorder writing Events as component through the manager's
-// API connection. Broadcasting stops when the manager stops.
+// API connection. Messages longer than echo.MaxMessage bytes are shortened.
+// Broadcasting stops when the manager stops.
 func NewRecorder(mgr manager.Manager, component string) (record.EventRecorder, error) {
 	cs, err := kubernetes.NewForConfig(mgr.GetConfig())
 	if err != nil {
@@ -32,5 +36,22 @@ func NewRecorder(mgr manager.Manager, component string) (record.EventRecorder, e
 	})); err != nil {
 		return nil, err
 	}
-	return b.NewRecorder(scheme.Scheme, v1.EventSource{Component: component}), nil
+	return capped{b.NewRecorder(scheme.Scheme, v1.EventSource{Component: component})}, nil
+}
+
+// capped shortens every message to echo.MaxMessage bytes (with a marker giving
+// its length): messages repeat errors that repeat user input, such as annotation
+// values, of any size.
+type capped struct{ record.EventRecorder }
+
+func (r capped) Event(obj runtime.Object, eventtype, reason, message string) {
+	r.EventRecorder.Event(obj, eventtype, reason, echo.Shorten(message, echo.MaxMessage))
+}
+
+func (r capped) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	r.Event(obj, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (r capped) AnnotatedEventf(obj runtime.Object, annotations map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	r.EventRecorder.AnnotatedEventf(obj, annotations, eventtype, reason, "%s", echo.Shorten(fmt.Sprintf(messageFmt, args...), echo.MaxMessage))
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -30,6 +31,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/annotation"
 	"github.com/stratus-ccm/stratus/internal/cloud"
+	"github.com/stratus-ccm/stratus/internal/echo"
 	"github.com/stratus-ccm/stratus/internal/testenv"
 )
 
@@ -609,6 +611,43 @@ func TestInvalidAnnotation(t *testing.T) {
 	h.updateService("web", func(s *v1.Service) { s.Annotations[name] = "15s" })
 	h.waitIngress("web", 30*time.Second)
 	h.waitCondition("web", ReasonReady, 10*time.Second)
+}
+
+// Annotation values of any size: the InvalidConfiguration condition and the
+// SyncLoadBalancerFailed event repeat each value shortened (with its length),
+// and the whole message is capped too, with the length of what it replaces.
+func TestInvalidAnnotationLongValues(t *testing.T) {
+	c := newTestCloud()
+	h := start(t, c, nil, Options{RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second})
+	h.createNodes(0, 1)
+	// Twelve unknown annotations of 20 kB: within the API server's 256 kB for
+	// all annotations, and far more than a message may repeat.
+	const n, size = 12, 20000
+	h.createService(lbService("web", func(s *v1.Service) {
+		for i := range n {
+			s.Annotations[fmt.Sprintf("%sunknown-%02d", annotation.Prefix, i)] = strings.Repeat("v", size)
+		}
+	}))
+	first := fmt.Sprintf(`invalid annotation %sunknown-00="%s"...[%d bytes]: unknown stratus annotation`, annotation.Prefix, strings.Repeat("v", echo.MaxValue), size)
+	check := func(what, msg string) {
+		t.Helper()
+		if !strings.Contains(msg, first) {
+			t.Errorf("%s message does not start with the shortened first annotation %q: %.300q", what, first, msg)
+		}
+		// The full message would be about 1.9 kB: it is cut to echo.MaxMessage
+		// bytes plus a marker giving its length.
+		marker := regexp.MustCompile(`\.\.\.\[(\d+) bytes\]$`).FindStringSubmatch(msg)
+		if marker == nil || len(msg) != echo.MaxMessage+len(marker[0]) {
+			t.Errorf("%s message of %d bytes does not end with a length marker after %d bytes: ...%q", what, len(msg), echo.MaxMessage, msg[max(0, len(msg)-60):])
+		}
+	}
+	cond := h.waitCondition("web", ReasonInvalidConfiguration, 20*time.Second)
+	check("condition", cond.Message)
+	ev := h.waitEvent("web", "SyncLoadBalancerFailed")
+	check("event", ev.Message)
+	if c.count("ensure") != 0 {
+		t.Errorf("cloud called %d times for an invalid Service", c.count("ensure"))
+	}
 }
 
 // A Service with no backend nodes still gets its load balancer, with an

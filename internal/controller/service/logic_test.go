@@ -9,6 +9,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
+
+	"github.com/stratus-ccm/stratus/internal/echo"
 )
 
 // CONTRACT §5.9 item 16: the backend predicates.
@@ -262,5 +264,24 @@ func TestOptions(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), bad.name) {
 			t.Errorf("withDefaults(%+v) = %v; want an error naming %s", bad.opts, err, bad.name)
 		}
+	}
+}
+
+// The invalid-configuration log line lists at most maxLoggedNames names, each
+// shortened.
+func TestShortenAll(t *testing.T) {
+	var names []string
+	for i := range 12 {
+		names = append(names, fmt.Sprintf("n%02d", i))
+	}
+	long := strings.Repeat("x", 300)
+	got := shortenAll(append([]string{long}, names...))
+	want := append([]string{strings.Repeat("x", echo.MaxName) + "...[300 bytes]"}, names[:9]...)
+	want = append(want, "(3 more)")
+	if strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Errorf("shortenAll = %v\nwant %v", got, want)
+	}
+	if got := shortenAll(names[:2]); strings.Join(got, ",") != "n00,n01" {
+		t.Errorf("shortenAll of two = %v", got)
 	}
 }

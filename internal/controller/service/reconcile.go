@@ -18,6 +18,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/annotation"
 	"github.com/stratus-ccm/stratus/internal/cloud"
+	"github.com/stratus-ccm/stratus/internal/echo"
 )
 
 // Reconcile syncs one Service's load balancer. It never waits for the cloud to
@@ -132,7 +133,8 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	if err := annotation.Validate(svc); err != nil {
 		// Not retried: the Service's next change brings it back.
 		c.recorder.Eventf(svc, v1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing load balancer: %v", err)
-		logger.Info("invalid configuration; waiting for the Service to change", "annotations", annotation.InvalidNames(err), "error", err.Error())
+		logger.Info("invalid configuration; waiting for the Service to change",
+			"annotations", shortenAll(annotation.InvalidNames(err)), "error", echo.Shorten(err.Error(), echo.MaxMessage))
 		return reconcile.Result{}, c.setCondition(ctx, svc, notReady(ReasonInvalidConfiguration, err))
 	}
 
@@ -248,4 +250,21 @@ func (c *Controller) ensured(ctx context.Context, svc *v1.Service, p *cloud.Prov
 		provisioningLatency.WithLabelValues(p.Name()).Observe(time.Since(entry.firstEnsure).Seconds())
 	}
 	return reconcile.Result{}, nil
+}
+
+// maxLoggedNames bounds how many annotation names a log line lists.
+const maxLoggedNames = 10
+
+// shortenAll returns at most maxLoggedNames of names, each shortened to
+// echo.MaxName bytes, and how many were left out.
+func shortenAll(names []string) []string {
+	out := make([]string, 0, min(len(names), maxLoggedNames+1))
+	for i, n := range names {
+		if i == maxLoggedNames {
+			out = append(out, fmt.Sprintf("(%d more)", len(names)-i))
+			break
+		}
+		out = append(out, echo.Shorten(n, echo.MaxName))
+	}
+	return out
 }

@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/stratus-ccm/stratus/internal/echo"
 )
 
 // ConditionLoadBalancerReady is the Service condition the controller maintains.
@@ -31,8 +33,11 @@ const (
 	ReasonNoBackends = "NoBackends"
 )
 
+// notReady is the condition of a Service whose sync failed with err. The
+// message is err's, shortened to echo.MaxMessage bytes: it may repeat the
+// Service's annotations or a cloud's answer.
 func notReady(reason string, err error) metav1.Condition {
-	return metav1.Condition{Type: ConditionLoadBalancerReady, Status: metav1.ConditionFalse, Reason: reason, Message: err.Error()}
+	return metav1.Condition{Type: ConditionLoadBalancerReady, Status: metav1.ConditionFalse, Reason: reason, Message: echo.Shorten(err.Error(), echo.MaxMessage)}
 }
 
 // readyCondition is the condition of a load balancer ensured from the
