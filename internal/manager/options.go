@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/spf13/pflag"
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
@@ -282,7 +285,7 @@ var ignoredFlags = []ignoredFlag{
 	ignoredBool("allow-untagged-cloud", false, "Deprecated upstream (ignored)."),
 	ignoredBool("use-service-account-credentials", false, "Use individual service account credentials for each controller (ignored: all controllers use the manager's identity)."),
 	ignoredString("external-cloud-volume-plugin", "", "The plugin to use when cloud provider is set to external (ignored)."),
-	ignoredStrings("feature-gates", nil, "Feature gates (ignored: stratus has no upstream feature-gated behavior)."),
+	{"feature-gates", featureGatesUsage, func(fs *pflag.FlagSet) { fs.Var(featureGates{}, "feature-gates", featureGatesUsage) }},
 	ignoredDuration("controller-start-interval", DefaultControllerStartInterval, "Interval between starting controller managers (ignored)."),
 	ignoredBool("enable-leader-migration", false, "Enable leader migration (ignored)."),
 	ignoredString("leader-migration-config", "", "Path to the config file for controller leader migration (ignored)."),
@@ -335,12 +338,62 @@ func (o *Options) IgnoredFlagsSet() []string {
 	return set
 }
 
-// WarnIgnoredFlags logs one warning per accepted-but-ignored flag that was set.
-func (o *Options) WarnIgnoredFlags(log logr.Logger) {
+// WarnIgnoredFlags logs one warning (klog's warning severity, as Kubernetes
+// components warn about flags) per accepted-but-ignored flag that was set.
+func (o *Options) WarnIgnoredFlags() {
 	for _, name := range o.IgnoredFlagsSet() {
-		log.Info("WARNING: flag is accepted for compatibility with the upstream cloud-controller-manager but has no effect in stratus; see docs/flags.md", "flag", "--"+name)
+		klog.Warningf("flag --%s is accepted for compatibility with the upstream cloud-controller-manager but has no effect in stratus; see docs/flags.md", name)
 	}
 }
+
+const featureGatesUsage = "A set of key=value pairs that describe feature gates for alpha/experimental features, e.g. Foo=true,Bar=false " +
+	"(syntax checked, then ignored: stratus has no upstream feature-gated behavior)."
+
+// featureGates is --feature-gates: it checks the syntax Kubernetes components
+// accept (comma-separated Name=bool pairs; repeated flags add up) so that a
+// malformed value fails at start-up as it would upstream, and keeps nothing,
+// since stratus has no gates. Gate names are not checked against a list: the
+// upstream list is not stratus's to know.
+type featureGates map[string]bool
+
+// featureGateNameRE is the shape of Kubernetes feature gate names.
+var featureGateNameRE = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
+
+// Set parses one --feature-gates value.
+func (g featureGates) Set(value string) error {
+	for _, pair := range strings.Split(value, ",") {
+		if strings.TrimSpace(pair) == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(pair, "=")
+		name, val = strings.TrimSpace(name), strings.TrimSpace(val)
+		if !featureGateNameRE.MatchString(name) {
+			return fmt.Errorf("%q is not a feature gate name (letters and digits, e.g. Foo=true)", name)
+		}
+		if !ok {
+			return fmt.Errorf("missing bool value for %s (want %s=true or %s=false)", name, name, name)
+		}
+		b, err := strconv.ParseBool(val)
+		if err != nil {
+			return fmt.Errorf("invalid value of %s=%s: want true or false", name, val)
+		}
+		g[name] = b
+	}
+	return nil
+}
+
+// String lists the gates set, sorted.
+func (g featureGates) String() string {
+	pairs := make([]string, 0, len(g))
+	for name, b := range g {
+		pairs = append(pairs, fmt.Sprintf("%s=%t", name, b))
+	}
+	slices.Sort(pairs)
+	return strings.Join(pairs, ",")
+}
+
+// Type names the value in --help, as Kubernetes components do.
+func (featureGates) Type() string { return "mapStringBool" }
 
 // Validate checks every flag and returns all problems at once, each naming its
 // flag. cfg is the loaded --config file, or nil.

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,6 +126,39 @@ func TestIgnoredFlags(t *testing.T) {
 	}
 	if err := o.Validate(nil); err != nil {
 		t.Errorf("ignored flags must not fail validation: %v", err)
+	}
+}
+
+// TestFeatureGatesSyntax: --feature-gates takes what Kubernetes components take
+// (Name=bool pairs, commas, repeats) and rejects anything else at parse time,
+// naming the flag; the gates are then ignored.
+func TestFeatureGatesSyntax(t *testing.T) {
+	for _, ok := range [][]string{
+		{"--feature-gates=Foo=true"},
+		{"--feature-gates=Foo=true,Bar=false"},
+		{"--feature-gates= Foo = 1 , Bar=F,"},
+		{"--feature-gates=Foo=true", "--feature-gates=AllAlpha=false"},
+	} {
+		o, err := parse(t, ok...)
+		if err != nil {
+			t.Errorf("%v: %v", ok, err)
+			continue
+		}
+		if !slices.Contains(o.IgnoredFlagsSet(), "feature-gates") {
+			t.Errorf("%v: feature-gates not reported as ignored", ok)
+		}
+	}
+	for _, tc := range []struct{ value, want string }{
+		{"garbage!!", `"garbage!!" is not a feature gate name`},
+		{"Foo", "missing bool value for Foo"},
+		{"Foo=yes", "invalid value of Foo=yes"},
+		{"Foo=true,=false", `"" is not a feature gate name`},
+		{"Foo=true;Bar=false", "invalid value of Foo=true;Bar=false"},
+	} {
+		_, err := parse(t, "--feature-gates="+tc.value)
+		if err == nil || !strings.Contains(err.Error(), "--feature-gates") || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("--feature-gates=%s: err = %v, want one naming the flag and saying %s", tc.value, err, tc.want)
+		}
 	}
 }
 

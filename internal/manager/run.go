@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/controller-manager/pkg/clientbuilder"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -48,7 +49,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err := o.Validate(cfg); err != nil {
 		return err
 	}
-	o.WarnIgnoredFlags(logger)
+	o.WarnIgnoredFlags()
 
 	clouds, err := o.buildClouds(cfg)
 	if err != nil {
@@ -142,7 +143,7 @@ func (o *Options) newManager(ctx context.Context, restCfg *rest.Config, cfg *Man
 	syncPeriod := o.resyncPeriod()
 	mo := manager.Options{
 		Scheme:                        scheme.Scheme,
-		Logger:                        logger,
+		Logger:                        cleanStopLogger(logger, ctx.Done()),
 		Cache:                         cache.Options{SyncPeriod: &syncPeriod},
 		Metrics:                       metricsserver.Options{BindAddress: "0"}, // served by secureServer
 		HealthProbeBindAddress:        "0",                                     // served by secureServer
@@ -264,7 +265,7 @@ func (s *controllerStarter) startControllers() error {
 			return fmt.Errorf("start %s: %w", name, err)
 		}
 		if !started {
-			s.log.Info("WARNING: controller is enabled but was not started", "controller", name)
+			klog.Warningf("controller %s is enabled but was not started", name)
 			continue
 		}
 		s.log.Info("started controller", "controller", name)
@@ -273,4 +274,80 @@ func (s *controllerStarter) startControllers() error {
 		s.health.add(name, func(*http.Request) error { return nil })
 	}
 	return nil
+}
+
+// stopReport is how controller-runtime logs an error that arrives while it
+// stops; releasing the lease on a clean stop reports "leader election lost" so.
+const stopReport = "error received after stop sequence was engaged"
+
+// cleanStopSink is the manager's log sink. Once stopping is closed (SIGTERM) it
+// logs at V(1), as information, the errors that the stop itself causes: the
+// "leader election lost" that client-go reports when the manager releases the
+// lease (--leader-elect), and calls cut short by the cancellation
+// (context.Canceled, e.g. a lease renewal in flight). A clean stop is what was
+// asked for, not an error. Every other error, and any error before the stop
+// (a lease really lost), is logged as an error.
+type cleanStopSink struct {
+	logr.LogSink
+	stopping <-chan struct{}
+}
+
+// cleanStopLogger is logger with a cleanStopSink.
+func cleanStopLogger(logger logr.Logger, stopping <-chan struct{}) logr.Logger {
+	sink := logger.GetSink()
+	if sink == nil {
+		return logger // discards everything anyway
+	}
+	// One more frame, the wrapper's, so that lines keep naming their caller.
+	if cd, ok := sink.(logr.CallDepthLogSink); ok {
+		sink = cd.WithCallDepth(1)
+	}
+	return logr.New(cleanStopSink{LogSink: sink, stopping: stopping})
+}
+
+// Init does nothing: the wrapped sink was initialized by its own logger.
+func (s cleanStopSink) Init(logr.RuntimeInfo) {}
+
+// Info is the wrapped sink's; it is declared so that every line goes through
+// the same number of frames.
+func (s cleanStopSink) Info(level int, msg string, keysAndValues ...any) {
+	s.LogSink.Info(level, msg, keysAndValues...)
+}
+
+// Error logs the errors a clean stop causes as V(1) information.
+func (s cleanStopSink) Error(err error, msg string, keysAndValues ...any) {
+	if s.causedByStop(err, msg) {
+		if s.LogSink.Enabled(1) {
+			s.LogSink.Info(1, msg, append(keysAndValues, "error", err.Error(), "stopping", true)...)
+		}
+		return
+	}
+	s.LogSink.Error(err, msg, keysAndValues...)
+}
+
+func (s cleanStopSink) causedByStop(err error, msg string) bool {
+	select {
+	case <-s.stopping:
+	default:
+		return false
+	}
+	return err != nil && (errors.Is(err, context.Canceled) || msg == stopReport && err.Error() == ErrLeaderElectionLost.Error())
+}
+
+// WithValues keeps the filter on the derived sink.
+func (s cleanStopSink) WithValues(keysAndValues ...any) logr.LogSink {
+	return cleanStopSink{LogSink: s.LogSink.WithValues(keysAndValues...), stopping: s.stopping}
+}
+
+// WithName keeps the filter on the derived sink.
+func (s cleanStopSink) WithName(name string) logr.LogSink {
+	return cleanStopSink{LogSink: s.LogSink.WithName(name), stopping: s.stopping}
+}
+
+// WithCallDepth keeps the filter on the derived sink.
+func (s cleanStopSink) WithCallDepth(depth int) logr.LogSink {
+	if cd, ok := s.LogSink.(logr.CallDepthLogSink); ok {
+		return cleanStopSink{LogSink: cd.WithCallDepth(depth), stopping: s.stopping}
+	}
+	return s
 }

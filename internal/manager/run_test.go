@@ -3,18 +3,22 @@ package manager_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stratus-ccm/stratus/internal/manager"
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
@@ -214,6 +218,87 @@ func TestLeaderElectionTakeover(t *testing.T) {
 	}
 	if holder, _ := leaseHolder(ctx, cs, ns, lease); holder != "" {
 		t.Errorf("after SIGTERM the lease is still held by %q, want it released", holder)
+	}
+}
+
+// TestCleanStopLogsNoError: a manager that leads and is stopped as SIGTERM
+// stops it returns nil, releases the lease and logs no error, also after Run
+// returned (controller-runtime reports the release from a goroutine).
+func TestCleanStopLogsNoError(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	// The lifecycle controller is a plain runnable: no controller name that
+	// the other in-process managers of this test binary have taken.
+	args := baseArgs(t, env, ns, "--secure-port=0", "--controllers=cloud-node-lifecycle")
+	lease := args[3][len("--leader-elect-resource-name="):]
+	var mu sync.Mutex
+	var lines []string
+	logged := func() string {
+		mu.Lock()
+		defer mu.Unlock()
+		return strings.Join(lines, "\n")
+	}
+	logger := funcr.New(func(prefix, args string) {
+		mu.Lock()
+		lines = append(lines, prefix+" "+args)
+		mu.Unlock()
+	}, funcr.Options{})
+	ctx, cancel := context.WithCancel(log.IntoContext(context.Background(), logger))
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- manager.Run(ctx, managertest.Options(t, args...)) }()
+	poll(t, 60*time.Second, "the manager to lead and start its controller", func(ctx context.Context) (bool, error) {
+		holder, _ := leaseHolder(ctx, cs, ns, lease)
+		return holder != "" && strings.Contains(logged(), "started controller"), nil
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run after cancel = %v, want nil", err)
+	}
+	if holder, _ := leaseHolder(context.Background(), cs, ns, lease); holder != "" {
+		t.Errorf("after the stop the lease is still held by %q, want it released", holder)
+	}
+	// The release is reported asynchronously: give it the time to arrive.
+	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 2*time.Second, true, func(context.Context) (bool, error) {
+		return strings.Contains(logged(), `"error"=`), nil
+	})
+	if !wait.Interrupted(err) {
+		t.Errorf("a clean stop logged an error:\n%s", logged())
+	}
+}
+
+// TestIgnoredFlagsWarnOnce: each ignored flag given is one klog warning naming
+// the flag, so is an enabled controller that does not start (the route
+// controller with --configure-cloud-routes=false), and nothing is logged at
+// info level as a "WARNING".
+func TestIgnoredFlagsWarnOnce(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	p := managertest.StartProcess(t, baseArgs(t, env, ns, "--secure-port=0", "--controllers=service,route",
+		"--feature-gates=Foo=true", "--feature-gates=Bar=false", "--profiling=false")...)
+	poll(t, 60*time.Second, "the service controller to start", func(context.Context) (bool, error) {
+		return strings.Contains(p.Output(), "started controller"), nil
+	})
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(45 * time.Second); err != nil {
+		t.Fatalf("after SIGTERM the manager exited with %v, want a clean exit\n%s", err, p.Output())
+	}
+	out := p.Output()
+	for _, flag := range []string{"--feature-gates", "--profiling"} {
+		// klog's header: severity letter W, then mmdd.
+		warning := regexp.MustCompile(`(?m)^W\d{4} .*flag ` + flag + ` is accepted for compatibility .* but has no effect`)
+		if n := len(warning.FindAllString(out, -1)); n != 1 {
+			t.Errorf("%d warnings for %s, want 1:\n%s", n, flag, out)
+		}
+	}
+	if n := len(regexp.MustCompile(`(?m)^W\d{4} .*controller node-route-controller is enabled but was not started`).FindAllString(out, -1)); n != 1 {
+		t.Errorf("%d warnings for the route controller, want 1:\n%s", n, out)
+	}
+	if strings.Contains(out, "WARNING") {
+		t.Errorf("a warning was logged at info level:\n%s", out)
 	}
 }
 
