@@ -65,7 +65,8 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 		opts:     opts,
 		now:      time.Now,
 		strikes:  map[types.UID]*strikes{},
-		reported: map[types.UID]BlockReason{},
+		clocks:   notReadyClocks{},
+		reported: map[types.UID]map[BlockReason]bool{},
 		budgets:  map[*cloud.Provider]*deletionBudget{},
 		changed:  make(chan struct{}, 1),
 	}
@@ -102,9 +103,12 @@ type controller struct {
 
 	// strikes counts, per node UID, the checks in a row that said "does not exist".
 	strikes map[types.UID]*strikes
-	// reported is the last block reason announced by event for a node, so that a
-	// guard holding a node back for many passes emits one event per reason.
-	reported map[types.UID]BlockReason
+	// clocks says since when each NotReady node has been NotReady.
+	clocks notReadyClocks
+	// reported holds the block reasons announced by event for a node since it
+	// was last Ready or seen to exist, so that a guard holding a node back for
+	// many passes, for whichever reasons in turn, emits one event per reason.
+	reported map[types.UID]map[BlockReason]bool
 	budgets  map[*cloud.Provider]*deletionBudget
 	// changed asks for a pass before the period ends (a provider's instances
 	// changed).
@@ -168,6 +172,11 @@ func (c *controller) pass(ctx context.Context) {
 			delete(c.reported, uid)
 		}
 	}
+	for uid := range c.clocks {
+		if !present[uid] {
+			delete(c.clocks, uid)
+		}
+	}
 	for p, owned := range byProvider {
 		c.passProvider(cloud.WithPriority(ctx, cloud.PriorityLifecycle), p, owned)
 	}
@@ -180,7 +189,7 @@ func (c *controller) passProvider(ctx context.Context, p *cloud.Provider, owned 
 	ctx = log.IntoContext(ctx, logger)
 	var notReady []check
 	for _, n := range owned {
-		ready, since := notReadySince(n)
+		ready, since := c.clocks.observe(n)
 		if !ready {
 			notReady = append(notReady, check{node: n, since: since, owned: len(owned)})
 			continue
@@ -293,15 +302,18 @@ func (c *controller) checkInstances(ctx context.Context, p *cloud.Provider, chec
 }
 
 // block records that the guard held back the deletion of ch.node, and announces
-// it by event when the reason differs from the last one announced for the node.
+// it by event unless this reason was announced for the node already.
 func (c *controller) block(ctx context.Context, p *cloud.Provider, ch check, reason BlockReason, cause error) {
 	n := ch.node
 	deletionBlocked.WithLabelValues(p.Name(), string(reason)).Inc()
 	log.FromContext(ctx).V(2).Info("Node deletion blocked", "node", n.Name, "reason", reason, "cause", cause)
-	if c.reported[n.UID] == reason {
+	if c.reported[n.UID][reason] {
 		return
 	}
-	c.reported[n.UID] = reason
+	if c.reported[n.UID] == nil {
+		c.reported[n.UID] = map[BlockReason]bool{}
+	}
+	c.reported[n.UID][reason] = true
 	var msg string
 	switch reason {
 	case BlockedListingFailed:
@@ -347,6 +359,7 @@ func (c *controller) deleteNode(ctx context.Context, p *cloud.Provider, node *v1
 		decisions.WithLabelValues(p.Name(), decisionDeleted).Inc()
 		delete(c.strikes, uid)
 		delete(c.reported, uid)
+		delete(c.clocks, uid)
 		return true
 	case apierrors.IsNotFound(err):
 		return false

@@ -169,6 +169,80 @@ func TestGracePeriod(t *testing.T) {
 	h.Eventually(20*time.Second, "deleted after the grace period", gone(h, "young"))
 }
 
+// A node that never had a Ready condition is NotReady since its creation, and
+// its grace period keeps running when the Ready condition then appears as
+// Unknown (kube-controller-manager stamps it with its own, later, transition
+// time): the node is deleted once the grace period from its creation has
+// passed, with one GracePeriod event.
+func TestGraceClockKeepsRunning(t *testing.T) {
+	c := nodetest.NewCloud("test")
+	opts := fast
+	opts.DeletionGracePeriod = 10 * time.Second
+	c.AddInstance("other", cloudprovider.InstanceMetadata{}) // the listing is not empty
+	h := start(t, cloud.Single(provider(c.Listing())), opts)
+	n := h.CreateNode("never-ready", nodetest.WithProviderID(c.ProviderID("never-ready")))
+	graceEvents := func() []v1.Event {
+		var out []v1.Event
+		for _, ev := range h.Events("never-ready", ReasonNodeDeletionBlocked) {
+			if strings.Contains(ev.Message, "NotReady only since") {
+				out = append(out, ev)
+			}
+		}
+		return out
+	}
+	h.Eventually(10*time.Second, "GracePeriod event", func() bool { return len(graceEvents()) > 0 })
+	if created := n.CreationTimestamp.UTC().Format(time.RFC3339); !strings.Contains(graceEvents()[0].Message, "since "+created) {
+		t.Errorf("GracePeriod event %q; want NotReady since the creation, %s", graceEvents()[0].Message, created)
+	}
+	// The Unknown condition arrives with a transition time an hour on: were the
+	// clock restarted by it, the node would be held back for an hour.
+	h.SetReady("never-ready", v1.ConditionUnknown, time.Now().Add(time.Hour))
+	h.Eventually(30*time.Second, "deleted once the grace period from its creation passed", gone(h, "never-ready"))
+	if evs := graceEvents(); len(evs) != 1 || evs[0].Count != 1 {
+		t.Errorf("GracePeriod events = %+v, want one, once", evs)
+	}
+}
+
+// A node held back for several reasons in turn is told each reason once:
+// a listing that fails, recovers and fails again gives one ListingFailed event.
+func TestNodeDeletionBlockedOncePerReason(t *testing.T) {
+	c := nodetest.NewCloud("test")
+	opts := fast
+	opts.DeletionGracePeriod = time.Hour
+	c.AddInstance("other", cloudprovider.InstanceMetadata{})
+	c.SetListError(errors.New("503 from the cloud API"))
+	h := start(t, cloud.Single(provider(c.Listing())), opts)
+	h.CreateNode("flapping", nodetest.WithProviderID(c.ProviderID("flapping")), nodetest.Ready(v1.ConditionFalse, time.Now()))
+	count := func(reason BlockReason) func() float64 {
+		return func() float64 { return testutil.ToFloat64(deletionBlocked.WithLabelValues("test", string(reason))) }
+	}
+	hasEvent := func(text string) func() bool {
+		return func() bool {
+			for _, ev := range h.Events("flapping", ReasonNodeDeletionBlocked) {
+				if strings.Contains(ev.Message, text) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	h.Eventually(10*time.Second, "ListingFailed event", hasEvent("listing of provider test failed"))
+	c.SetListError(nil)
+	h.Eventually(10*time.Second, "GracePeriod event", hasEvent("NotReady only since"))
+	failed := count(BlockedListingFailed)()
+	c.SetListError(errors.New("503 from the cloud API"))
+	h.Eventually(10*time.Second, "three more passes held back by the failed listing", func() bool { return count(BlockedListingFailed)() >= failed+3 })
+	var listing []v1.Event
+	for _, ev := range h.Events("flapping", ReasonNodeDeletionBlocked) {
+		if strings.Contains(ev.Message, "listing") {
+			listing = append(listing, ev)
+		}
+	}
+	if len(listing) != 1 || listing[0].Count != 1 {
+		t.Errorf("ListingFailed events = %+v, want one, once", listing)
+	}
+}
+
 // Deliberate difference: an empty listing (an API outage) or a failed one while
 // the provider owns nodes deletes nothing, and says why.
 func TestListingOutageDeletesNothing(t *testing.T) {

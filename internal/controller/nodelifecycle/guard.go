@@ -4,6 +4,7 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // BlockReason says why the deletion guard held back the deletion of a node whose
@@ -44,23 +45,52 @@ func (s *strikes) observe(now time.Time, interval time.Duration) {
 	}
 }
 
-// notReadySince reports whether the node is Ready and, when it is not, since when:
-// the Ready condition's lastTransitionTime, or the node's creation when the
-// condition is missing or has no transition time (a node that never became Ready).
-func notReadySince(node *v1.Node) (ready bool, since time.Time) {
+// reasonNeverUpdated is the reason of the Ready=Unknown condition that
+// kube-controller-manager writes on a node whose kubelet never posted a status.
+const reasonNeverUpdated = "NodeStatusNeverUpdated"
+
+// notReadySince reports the node's Ready status ("" when the condition is
+// missing) and, when it is not True, since when the node says it is NotReady: the
+// Ready condition's lastTransitionTime, or the node's creation when the condition
+// is missing, has no transition time, or says the kubelet never posted a status
+// (a node that never became Ready was NotReady from the start).
+func notReadySince(node *v1.Node) (status v1.ConditionStatus, since time.Time) {
 	for _, c := range node.Status.Conditions {
 		if c.Type != v1.NodeReady {
 			continue
 		}
-		if c.Status == v1.ConditionTrue {
-			return true, time.Time{}
+		switch {
+		case c.Status == v1.ConditionTrue:
+			return c.Status, time.Time{}
+		case c.LastTransitionTime.IsZero(), c.Status == v1.ConditionUnknown && c.Reason == reasonNeverUpdated:
+			return c.Status, node.CreationTimestamp.Time
 		}
-		if !c.LastTransitionTime.IsZero() {
-			return false, c.LastTransitionTime.Time
-		}
-		break
+		return c.Status, c.LastTransitionTime.Time
 	}
-	return false, node.CreationTimestamp.Time
+	return "", node.CreationTimestamp.Time
+}
+
+// notReadyClocks remembers since when each NotReady node has been NotReady, so
+// that the grace period does not restart when kube-controller-manager replaces a
+// missing or False Ready condition by Unknown (it stamps Unknown with its own
+// transition time although the node was NotReady before).
+type notReadyClocks map[types.UID]time.Time
+
+// observe reports whether node is Ready and, when it is not, since when it has
+// been NotReady: the earlier of what the node says and what was remembered when
+// its condition is Unknown, otherwise what the node says. A Ready node's clock is
+// forgotten, so its next NotReady spell starts afresh.
+func (c notReadyClocks) observe(node *v1.Node) (ready bool, since time.Time) {
+	status, since := notReadySince(node)
+	if status == v1.ConditionTrue {
+		delete(c, node.UID)
+		return true, time.Time{}
+	}
+	if prev, ok := c[node.UID]; ok && status == v1.ConditionUnknown && prev.Before(since) {
+		return false, prev
+	}
+	c[node.UID] = since
+	return false, since
 }
 
 // checkGuard applies the per-node conditions of the deletion guard to a NotReady

@@ -17,21 +17,74 @@ func TestNotReadySince(t *testing.T) {
 		return &v1.Node{ObjectMeta: metav1.ObjectMeta{CreationTimestamp: created}, Status: v1.NodeStatus{Conditions: conds}}
 	}
 	for _, tc := range []struct {
-		name      string
-		node      *v1.Node
-		wantReady bool
-		wantSince time.Time
+		name       string
+		node       *v1.Node
+		wantStatus v1.ConditionStatus
+		wantSince  time.Time
 	}{
-		{"ready", node(v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, LastTransitionTime: transition}), true, time.Time{}},
-		{"false since transition", node(v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse, LastTransitionTime: transition}), false, transition.Time},
-		{"unknown since transition", node(v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionUnknown, LastTransitionTime: transition}), false, transition.Time},
-		{"no transition time: since creation", node(v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse}), false, created.Time},
-		{"missing condition: since creation", node(v1.NodeCondition{Type: v1.NodeMemoryPressure, Status: v1.ConditionTrue}), false, created.Time},
+		{"ready", node(v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionTrue, LastTransitionTime: transition}), v1.ConditionTrue, time.Time{}},
+		{"false since transition", node(v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse, LastTransitionTime: transition}), v1.ConditionFalse, transition.Time},
+		{"unknown since transition", node(v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionUnknown, Reason: "NodeStatusUnknown", LastTransitionTime: transition}), v1.ConditionUnknown, transition.Time},
+		{"kubelet never posted: since creation", node(v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionUnknown, Reason: reasonNeverUpdated, LastTransitionTime: transition}), v1.ConditionUnknown, created.Time},
+		{"no transition time: since creation", node(v1.NodeCondition{Type: v1.NodeReady, Status: v1.ConditionFalse}), v1.ConditionFalse, created.Time},
+		{"missing condition: since creation", node(v1.NodeCondition{Type: v1.NodeMemoryPressure, Status: v1.ConditionTrue}), "", created.Time},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			ready, since := notReadySince(tc.node)
-			if ready != tc.wantReady || !since.Equal(tc.wantSince) {
-				t.Errorf("notReadySince = %v, %v; want %v, %v", ready, since, tc.wantReady, tc.wantSince)
+			status, since := notReadySince(tc.node)
+			if status != tc.wantStatus || !since.Equal(tc.wantSince) {
+				t.Errorf("notReadySince = %q, %v; want %q, %v", status, since, tc.wantStatus, tc.wantSince)
+			}
+		})
+	}
+}
+
+// The NotReady clock of a node keeps running when its Ready condition goes from
+// missing or False to Unknown, and restarts only after the node was Ready.
+func TestNotReadyClocks(t *testing.T) {
+	created := metav1.NewTime(t0.Add(-time.Hour))
+	at := func(d time.Duration) metav1.Time { return metav1.NewTime(t0.Add(d)) }
+	ready := func(s v1.ConditionStatus, transition metav1.Time) []v1.NodeCondition {
+		return []v1.NodeCondition{{Type: v1.NodeReady, Status: s, Reason: "r", LastTransitionTime: transition}}
+	}
+	type step struct {
+		conds     []v1.NodeCondition
+		wantReady bool
+		wantSince time.Time
+	}
+	for _, tc := range []struct {
+		name  string
+		steps []step
+	}{
+		{"missing, then Unknown", []step{
+			{nil, false, created.Time},
+			{ready(v1.ConditionUnknown, at(-time.Minute)), false, created.Time},
+			{ready(v1.ConditionUnknown, at(-time.Minute)), false, created.Time},
+		}},
+		{"False, then Unknown", []step{
+			{ready(v1.ConditionFalse, at(-10*time.Minute)), false, t0.Add(-10 * time.Minute)},
+			{ready(v1.ConditionUnknown, at(-time.Minute)), false, t0.Add(-10 * time.Minute)},
+		}},
+		{"Unknown first: its own time", []step{
+			{ready(v1.ConditionUnknown, at(-time.Minute)), false, t0.Add(-time.Minute)},
+		}},
+		{"Ready in between restarts the clock", []step{
+			{ready(v1.ConditionFalse, at(-10*time.Minute)), false, t0.Add(-10 * time.Minute)},
+			{ready(v1.ConditionTrue, at(-5*time.Minute)), true, time.Time{}},
+			{ready(v1.ConditionUnknown, at(-time.Minute)), false, t0.Add(-time.Minute)},
+		}},
+		{"False follows its own transitions", []step{
+			{ready(v1.ConditionFalse, at(-10*time.Minute)), false, t0.Add(-10 * time.Minute)},
+			{ready(v1.ConditionFalse, at(-time.Minute)), false, t0.Add(-time.Minute)},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clocks := notReadyClocks{}
+			for i, st := range tc.steps {
+				n := &v1.Node{ObjectMeta: metav1.ObjectMeta{UID: "u1", CreationTimestamp: created}, Status: v1.NodeStatus{Conditions: st.conds}}
+				ready, since := clocks.observe(n)
+				if ready != st.wantReady || !since.Equal(st.wantSince) {
+					t.Errorf("step %d: observe = %v, %v; want %v, %v", i, ready, since, st.wantReady, st.wantSince)
+				}
 			}
 		})
 	}
