@@ -35,17 +35,40 @@ var providerNameRE = regexp.MustCompile(`^[A-Za-z0-9]([-_.A-Za-z0-9]*[A-Za-z0-9]
 // FromFlags returns the configuration of the upstream style of running one provider:
 // --cloud-provider=NAME --cloud-config=FILE. The provider is named after its type
 // and serves nodes, load balancers and routes.
+// Errors about it name the flags, not a configuration-file path the user never
+// wrote.
 func FromFlags(cloudProvider, cloudConfigPath string) Config {
 	return Config{Providers: []ProviderConfig{{
 		Name:            cloudProvider,
 		Type:            cloudProvider,
 		CloudConfigFile: cloudConfigPath,
-	}}}
+	}}, fromFlags: true}
 }
 
-// withDefaults returns c with the single-provider defaults applied.
+// path names field (empty: the whole entry) of provider i as the user wrote it:
+// its path in the configuration file, or, for a configuration from FromFlags,
+// the flag it came from.
+func (c Config) path(i int, field string) string {
+	if c.fromFlags {
+		p := c.Providers[i]
+		switch {
+		case field == "cloudConfigFile":
+			return "--cloud-config " + p.CloudConfigFile
+		case field == "" && p.CloudConfigFile != "":
+			return fmt.Sprintf("--cloud-provider %s --cloud-config %s", p.Type, p.CloudConfigFile)
+		}
+		return "--cloud-provider " + p.Type
+	}
+	if field == "" {
+		return fmt.Sprintf("providers[%d]", i)
+	}
+	return fmt.Sprintf("providers[%d].%s", i, field)
+}
+
+// withDefaults returns c with the single-provider defaults applied. A provider
+// whose name is invalid gets none: its name error says it all.
 func (c Config) withDefaults() Config {
-	if len(c.Providers) == 1 {
+	if len(c.Providers) == 1 && providerNameRE.MatchString(c.Providers[0].Name) {
 		name := c.Providers[0].Name
 		for _, f := range []*string{&c.DefaultNodeProvider, &c.DefaultLoadBalancerProvider, &c.RoutesProvider} {
 			if *f == "" {
@@ -68,23 +91,27 @@ func (c Config) Validate() error {
 	classes := map[string]string{}
 	for i, p := range c.Providers {
 		path := fmt.Sprintf("providers[%d]", i)
+		// From flags the name is the type, and a type error says it all.
+		checkName := !c.fromFlags || cloudprovider.IsCloudProvider(p.Type)
 		switch {
+		case !checkName:
+			names[p.Name] = i
 		case p.Name == "":
-			errs = append(errs, fieldErr(path+".name", "required"))
+			errs = append(errs, fieldErr(c.path(i, "name"), "required"))
 		case !providerNameRE.MatchString(p.Name):
-			errs = append(errs, fieldErr(path+".name", "%q must be letters, digits, '-', '_' or '.', starting and ending with a letter or digit", p.Name))
+			errs = append(errs, fieldErr(c.path(i, "name"), "%q must be letters, digits, '-', '_' or '.', starting and ending with a letter or digit", p.Name))
 		default:
 			if j, dup := names[p.Name]; dup {
-				errs = append(errs, fieldErr(path+".name", "%q is already the name of providers[%d]", p.Name, j))
+				errs = append(errs, fieldErr(c.path(i, "name"), "%q is already the name of providers[%d]", p.Name, j))
 			} else {
 				names[p.Name] = i
 			}
 		}
 		switch {
 		case p.Type == "":
-			errs = append(errs, fieldErr(path+".type", "required"))
+			errs = append(errs, fieldErr(c.path(i, "type"), "required"))
 		case !cloudprovider.IsCloudProvider(p.Type):
-			errs = append(errs, fieldErr(path+".type", "provider %q is not registered (is its package imported into this build?)", p.Type))
+			errs = append(errs, fieldErr(c.path(i, "type"), "provider %q is not registered (is its package imported into this build?)", p.Type))
 		}
 		if p.CloudConfig != "" && p.CloudConfigFile != "" {
 			errs = append(errs, fieldErr(path+".cloudConfigFile", "set either cloudConfig or cloudConfigFile, not both"))
@@ -156,7 +183,7 @@ func Build(cfg Config) (*Set, error) {
 	s := &Set{byName: map[string]*Provider{}, classes: map[string]*Provider{}}
 	schemes := map[string][]int{}
 	for i, pc := range cfg.Providers {
-		p, err := open(i, pc)
+		p, err := open(cfg.path, i, pc)
 		if err != nil {
 			return nil, err
 		}
@@ -220,9 +247,9 @@ func checkCapabilities(cfg Config, s *Set) error {
 	return errors.Join(errs...)
 }
 
-// open initializes one provider through the upstream registry and wraps it.
-func open(i int, pc ProviderConfig) (*Provider, error) {
-	path := fmt.Sprintf("providers[%d]", i)
+// open initializes provider i, pc, through the upstream registry and wraps it;
+// path names its fields in errors (Config.path).
+func open(path func(i int, field string) string, i int, pc ProviderConfig) (*Provider, error) {
 	var config io.Reader // an untyped nil when there is no cloud-config, as upstream
 	switch {
 	case pc.CloudConfig != "":
@@ -230,17 +257,17 @@ func open(i int, pc ProviderConfig) (*Provider, error) {
 	case pc.CloudConfigFile != "":
 		f, err := os.Open(pc.CloudConfigFile)
 		if err != nil {
-			return nil, fieldErr(path+".cloudConfigFile", "%v", err)
+			return nil, fieldErr(path(i, "cloudConfigFile"), "%v", err)
 		}
 		defer f.Close()
 		config = f
 	}
 	raw, err := cloudprovider.GetCloudProvider(pc.Type, config)
 	if err != nil {
-		return nil, fmt.Errorf("%s: initialize provider %q of type %q: %w", path, pc.Name, pc.Type, err)
+		return nil, fmt.Errorf("%s: initialize provider %q of type %q: %w", path(i, ""), pc.Name, pc.Type, err)
 	}
 	if raw == nil {
-		return nil, fieldErr(path+".type", "provider %q is not registered", pc.Type)
+		return nil, fieldErr(path(i, "type"), "provider %q is not registered", pc.Type)
 	}
 	opts := []Option{WithBudget(pc.Budget)}
 	if pc.InstanceCacheFreshness != nil {

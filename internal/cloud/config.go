@@ -24,6 +24,10 @@ type Config struct {
 	DefaultLoadBalancerProvider string `json:"defaultLoadBalancerProvider,omitempty"`
 	// RoutesProvider programs pod-network routes.
 	RoutesProvider string `json:"routesProvider,omitempty"`
+
+	// fromFlags marks the configuration of FromFlags, whose errors name the
+	// flags.
+	fromFlags bool
 }
 
 // ProviderConfig configures one provider.

@@ -176,3 +176,32 @@ func TestUpstreamProviderRegisteredInInit(t *testing.T) {
 		t.Error("ProviderByName does not find providers by configured name")
 	}
 }
+
+// The upstream style's errors name --cloud-provider and --cloud-config, never
+// the configuration-file paths (providers[0], defaultNodeProvider) that the
+// command line did not write.
+func TestFromFlagsErrorsNameTheFlags(t *testing.T) {
+	dir := t.TempDir()
+	failing := filepath.Join(dir, "fail.yaml")
+	if err := os.WriteFile(failing, []byte("fail: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "missing.yaml")
+	for _, tc := range []struct {
+		name, provider, config string
+		want                   string // the whole error
+	}{
+		{"unregistered", "nope", "", `--cloud-provider nope: provider "nope" is not registered (is its package imported into this build?)`},
+		{"not a provider name", "no such/cloud", "", `--cloud-provider no such/cloud: provider "no such/cloud" is not registered (is its package imported into this build?)`},
+		{"missing cloud-config", fakeType, missing, "--cloud-config " + missing + ": open " + missing + ": no such file or directory"},
+		{"provider refuses its cloud-config", fakeType, failing,
+			"--cloud-provider " + fakeType + " --cloud-config " + failing + `: initialize provider "` + fakeType + `" of type "` + fakeType + `": cloud-config asked to fail`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := cloud.Build(cloud.FromFlags(tc.provider, tc.config))
+			if err == nil || err.Error() != tc.want {
+				t.Fatalf("Build = %v\nwant %s", err, tc.want)
+			}
+		})
+	}
+}

@@ -117,7 +117,7 @@ func (o *Options) buildClouds(cfg *ManagerConfig) (*cloud.Set, error) {
 	set, err := cloud.Build(cc)
 	if err != nil {
 		if o.CloudProvider != "" {
-			return nil, fmt.Errorf("--cloud-provider %s: %w", o.CloudProvider, err)
+			return nil, err // it names --cloud-provider and --cloud-config
 		}
 		return nil, fmt.Errorf("--config %s: %w", o.ConfigFile, err)
 	}

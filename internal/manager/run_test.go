@@ -348,7 +348,8 @@ func TestInvalidConfigurationStartsNothing(t *testing.T) {
 	}{
 		{[]string{"--cloud-provider=fake", "--controllers=*,ipam"}, "--controllers"},
 		{[]string{"--cloud-provider=fake", "--cluster-cidr=10.0.0.0/8,10.1.0.0/16"}, "--cluster-cidr"},
-		{[]string{"--cloud-provider=nope"}, "providers[0].type"},
+		{[]string{"--cloud-provider=nope"}, `--cloud-provider nope: provider "nope" is not registered`},
+		{[]string{"--cloud-provider=fake", "--cloud-config=/nonexistent/cloud.conf"}, "--cloud-config /nonexistent/cloud.conf: open /nonexistent/cloud.conf"},
 		{[]string{"--config=/nonexistent/stratus.yaml"}, "/nonexistent/stratus.yaml"},
 	} {
 		o := managertest.Options(t, append(tc.args, "--kubeconfig=/nonexistent/kubeconfig")...)
@@ -357,6 +358,9 @@ func TestInvalidConfigurationStartsNothing(t *testing.T) {
 		cancel()
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Run(%v) = %v, want an error naming %s", tc.args, err, tc.want)
+		}
+		if err != nil && !strings.Contains(tc.want, "providers[") && strings.Contains(err.Error(), "providers[") {
+			t.Errorf("Run(%v) = %v: names a config path the command line did not write", tc.args, err)
 		}
 	}
 }
