@@ -38,9 +38,9 @@ func withFingerprint(msg, fp string) string { return msg + fingerprintPrefix + f
 // adoptable reports whether svc's load balancer was ensured, by this or an
 // earlier run of the controller, from exactly the configuration fp: our
 // finalizer, an ingress, and a Ready (or NoBackends) condition carrying fp. (The
-// condition's observedGeneration is not compared: spec changes that do not
-// concern the load balancer, such as the selector, bump the generation without a
-// re-ensure.)
+// fingerprint, not a generation, says what was ensured: Services have no
+// metadata.generation, and spec changes that do not concern the load balancer,
+// such as the selector, need no re-ensure.)
 func adoptable(svc *v1.Service, fp string) bool {
 	if fp == "" || !hasFinalizer(svc) || len(svc.Status.LoadBalancer.Ingress) == 0 {
 		return false

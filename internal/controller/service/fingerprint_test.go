@@ -58,13 +58,11 @@ func TestAdoptable(t *testing.T) {
 	nodes := nodeSet{"n1": ""}
 	ready := func() *v1.Service {
 		s := &v1.Service{
-			ObjectMeta: metav1.ObjectMeta{UID: "u1", Generation: 2, Finalizers: []string{Finalizer}},
+			ObjectMeta: metav1.ObjectMeta{UID: "u1", Finalizers: []string{Finalizer}},
 			Spec:       v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer},
 			Status:     v1.ServiceStatus{LoadBalancer: v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "1.1.1.1"}}}},
 		}
-		cond := readyCondition(1, fingerprint("p", s, nodes))
-		cond.ObservedGeneration = 2
-		s.Status.Conditions = []metav1.Condition{cond}
+		s.Status.Conditions = []metav1.Condition{readyCondition(1, fingerprint("p", s, nodes))}
 		return s
 	}
 	tests := []struct {
@@ -75,7 +73,7 @@ func TestAdoptable(t *testing.T) {
 		{"ensured from this configuration", func(*v1.Service) {}, true},
 		{"no finalizer", func(s *v1.Service) { s.Finalizers = nil }, false},
 		{"no ingress", func(s *v1.Service) { s.Status.LoadBalancer.Ingress = nil }, false},
-		{"selector changed since", func(s *v1.Service) { s.Generation++; s.Spec.Selector = map[string]string{"a": "b"} }, true},
+		{"selector changed since", func(s *v1.Service) { s.Spec.Selector = map[string]string{"a": "b"} }, true},
 		{"provisioning", func(s *v1.Service) { s.Status.Conditions[0].Reason = ReasonProvisioning }, false},
 		{"no condition", func(s *v1.Service) { s.Status.Conditions = nil }, false},
 		{"other annotations", func(s *v1.Service) { s.Annotations = map[string]string{"x": "y"} }, false},

@@ -237,7 +237,6 @@ func (c *Controller) ensured(ctx context.Context, svc *v1.Service, p *cloud.Prov
 	hadIngress := len(svc.Status.LoadBalancer.Ingress) > 0
 	want := normalizeStatus(status)
 	cond := readyCondition(nodes, fingerprint(p.Name(), svc, set))
-	cond.ObservedGeneration = svc.Generation
 	if _, err := c.patchService(ctx, svc, true, func(s *v1.Service) {
 		if !ingressEqual(&s.Status.LoadBalancer, want) {
 			s.Status.LoadBalancer = *want.DeepCopy()

@@ -58,9 +58,10 @@ func setCondition(conds *[]metav1.Condition, cond metav1.Condition) {
 
 func removeCondition(conds *[]metav1.Condition, t string) { meta.RemoveStatusCondition(conds, t) }
 
-// setCondition writes cond on svc's status when it differs.
+// setCondition writes cond on svc's status when it differs. The condition has
+// no observedGeneration: the API server keeps no metadata.generation for
+// Services; the fingerprint in a Ready message says what was ensured.
 func (c *Controller) setCondition(ctx context.Context, svc *v1.Service, cond metav1.Condition) error {
-	cond.ObservedGeneration = svc.Generation
 	_, err := c.patchService(ctx, svc, true, func(s *v1.Service) { setCondition(&s.Status.Conditions, cond) })
 	return err
 }
@@ -84,7 +85,6 @@ func (c *Controller) setReadyCondition(ctx context.Context, svc *v1.Service, ent
 			cur == nil || (cur.Reason != ReasonReady && cur.Reason != ReasonNoBackends) {
 			return
 		}
-		cond.ObservedGeneration = s.Generation
 		setCondition(&s.Status.Conditions, cond)
 	})
 	return err
