@@ -445,6 +445,9 @@ func TestBackendNodes(t *testing.T) {
 	if !strings.Contains(ev.Message, h.nodeName(3)) {
 		t.Errorf("UpdateLoadBalancerFailed message %q does not list the hosts", ev.Message)
 	}
+	if strings.Contains(ev.Message, "limited") {
+		t.Errorf("UpdateLoadBalancerFailed message %q says the names are limited, but all are shown", ev.Message)
+	}
 
 	// A failed update of a load balancer that no longer exists is a success.
 	c.set(func(c *testCloud) {

@@ -226,17 +226,24 @@ func TestSameAddresses(t *testing.T) {
 	}
 }
 
-func TestLoggableNodeNames(t *testing.T) {
+// The UpdateLoadBalancerFailed event lists up to maxNodeNames hosts and says
+// "limited" only when it left some out.
+func TestEventHosts(t *testing.T) {
 	var nodes []*v1.Node
 	for i := range 25 {
 		nodes = append(nodes, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("n%02d", 24-i)}})
 	}
-	if got, want := fmt.Sprint(loggableNodeNames(nodes[:2])), "[n23 n24]"; got != want {
-		t.Errorf("loggableNodeNames = %s, want %s", got, want)
-	}
-	got := loggableNodeNames(nodes)
-	if len(got) != 21 || got[0] != "n05" || got[19] != "n24" || got[20] != "<5 more>" {
-		t.Errorf("loggableNodeNames = %v", got)
+	for _, tc := range []struct {
+		nodes []*v1.Node
+		want  string
+	}{
+		{nodes[:2], "[n23 n24]"},
+		{nodes[:maxNodeNames], "[n05 n06 n07 n08 n09 n10 n11 n12 n13 n14 n15 n16 n17 n18 n19 n20 n21 n22 n23 n24]"},
+		{nodes, "[n05 n06 n07 n08 n09 n10 n11 n12 n13 n14 n15 n16 n17 n18 n19 n20 n21 n22 n23 n24 <5 more>] [node names limited, total number of nodes: 25]"},
+	} {
+		if got := eventHosts(tc.nodes); got != tc.want {
+			t.Errorf("eventHosts(%d nodes) = %s\nwant %s", len(tc.nodes), got, tc.want)
+		}
 	}
 }
 

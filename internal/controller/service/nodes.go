@@ -241,8 +241,7 @@ func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry c
 	}
 	nodeSyncErrors.Inc()
 	s.recorder.Eventf(svc, v1.EventTypeWarning, "UpdateLoadBalancerFailed",
-		"Error updating load balancer with new hosts %v [node names limited, total number of nodes: %d], error: %v",
-		loggableNodeNames(nodes), len(nodes), err)
+		"Error updating load balancer with new hosts %s, error: %v", eventHosts(nodes), err)
 	logger.Error(err, "update load balancer backends; retrying with a full ensure")
 	// Forget the recorded set so that the next pass retries too if the ensure fails.
 	s.cache.update(key, func(e *cachedService) {
@@ -256,17 +255,19 @@ func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry c
 // maxNodeNames limits the node names in an UpdateLoadBalancerFailed event.
 const maxNodeNames = 20
 
-// loggableNodeNames returns the sorted names of the first maxNodeNames nodes and,
-// if there are more, "<N more>", as upstream's event message has them.
-func loggableNodeNames(nodes []*v1.Node) []string {
+// eventHosts lists nodes for an UpdateLoadBalancerFailed event: the sorted
+// names of the first maxNodeNames and, when there are more, "<N more>" and
+// upstream's "[node names limited, total number of nodes: N]".
+func eventHosts(nodes []*v1.Node) string {
 	shown := nodes[:min(len(nodes), maxNodeNames)]
 	names := make([]string, 0, len(shown)+1)
 	for _, n := range shown {
 		names = append(names, n.Name)
 	}
 	slices.Sort(names)
-	if len(nodes) > maxNodeNames {
-		names = append(names, fmt.Sprintf("<%d more>", len(nodes)-maxNodeNames))
+	if len(nodes) <= maxNodeNames {
+		return fmt.Sprint(names)
 	}
-	return names
+	names = append(names, fmt.Sprintf("<%d more>", len(nodes)-maxNodeNames))
+	return fmt.Sprintf("%v [node names limited, total number of nodes: %d]", names, len(nodes))
 }
