@@ -21,7 +21,7 @@ import (
 	"github.com/stratus-ccm/stratus/internal/controller/service"
 )
 
-// Defaults of the upstream cloud-controller-manager flags (CONTRACT §3.2); the
+// Defaults of the upstream cloud-controller-manager flags (docs/flags.md); the
 // worker counts are ours (docs/flags.md).
 const (
 	DefaultClusterName                = "kubernetes"
@@ -277,7 +277,7 @@ func ignoredInt(name string, def int, usage string) ignoredFlag {
 	return ignoredFlag{name, usage, func(fs *pflag.FlagSet) { fs.Int(name, def, usage) }}
 }
 
-// ignoredFlags are the upstream flags (CONTRACT §3.2) stratus accepts and ignores;
+// ignoredFlags are the upstream flags (docs/flags.md) stratus accepts and ignores;
 // docs/flags.md says why for each.
 var ignoredFlags = []ignoredFlag{
 	ignoredString("cidr-allocator-type", DefaultCIDRAllocatorType, "Type of CIDR allocator to use (ignored: stratus has no node IPAM controller)."),

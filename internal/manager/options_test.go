@@ -25,7 +25,7 @@ func parse(t *testing.T, args ...string) (*Options, error) {
 	return o, fs.Parse(args)
 }
 
-// TestDefaultFlags pins the upstream defaults (CONTRACT §3.2) of every flag
+// TestDefaultFlags pins the upstream defaults (docs/flags.md) of every flag
 // stratus acts on.
 func TestDefaultFlags(t *testing.T) {
 	got, err := parse(t)

@@ -105,7 +105,7 @@ func rateLimiter(opts Options) workqueue.TypedRateLimiter[reconcile.Request] {
 // relevantChange lets through creations and the updates that can change what a
 // sync does: taints, labels, provider ID and the provided-node-ip annotation.
 // Upstream queues every update, so each kubelet status write re-runs a failing
-// initialization (and its cloud calls) regardless of the backoff (#75285).
+// initialization (and its cloud calls) regardless of the backoff.
 func relevantChange() predicate.TypedPredicate[*v1.Node] {
 	return predicate.TypedFuncs[*v1.Node]{
 		UpdateFunc: func(e event.TypedUpdateEvent[*v1.Node]) bool {

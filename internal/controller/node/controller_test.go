@@ -50,7 +50,7 @@ func initialized(h *nodetest.Harness, name string) func() bool {
 	}
 }
 
-// CONTRACT §5.9 items 1, 5, 6, 7: one initialization writes provider ID, the six
+// upstream behaviors B1, B5, B6 and B7: one initialization writes provider ID, the six
 // instance-type/topology labels, the filtered additional labels and the merged
 // addresses, removes only the uninitialized taint, and emits Synced.
 func TestInitializeV2(t *testing.T) {
@@ -137,7 +137,7 @@ func (c *byNameOnly) GetZoneByProviderID(_ context.Context, _ string) (cloudprov
 	return cloudprovider.Zone{}, errors.New("by provider ID unavailable")
 }
 
-// CONTRACT §5.9 item 2: Instances (v1) + Zones, with the by-name fallbacks.
+// upstream behavior B2: Instances (v1) + Zones, with the by-name fallbacks.
 func TestInitializeV1Zones(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -184,7 +184,7 @@ func TestInitializeV1Zones(t *testing.T) {
 	}
 }
 
-// CONTRACT §5.9 item 9 (v1 part): a v1 provider returning NotImplemented for the
+// upstream behavior B9 (v1 part): a v1 provider returning NotImplemented for the
 // provider ID initializes the node without one.
 func TestInitializeV1ProviderIDNotImplemented(t *testing.T) {
 	f := &fake.Cloud{
@@ -202,7 +202,7 @@ func TestInitializeV1ProviderIDNotImplemented(t *testing.T) {
 	}
 }
 
-// CONTRACT §5.9 item 3: a metadata error, a missing provider ID and a provided
+// upstream behavior B3: a metadata error, a missing provider ID and a provided
 // node IP the cloud does not know keep the taint, emit a Warning event, and the
 // node is retried until it succeeds.
 func TestInitializationFailuresRetry(t *testing.T) {
@@ -355,7 +355,7 @@ func TestDefaultBackoffSchedule(t *testing.T) {
 	}
 }
 
-// CONTRACT §5.9 item 4: nil metadata leaves the node alone and is not retried.
+// upstream behavior B4: nil metadata leaves the node alone and is not retried.
 func TestNilMetadata(t *testing.T) {
 	c := nodetest.NewCloud("test")
 	c.SetNilMetadata(true)
@@ -388,7 +388,7 @@ func TestForeignNodeUntouched(t *testing.T) {
 	})
 }
 
-// CONTRACT §5.9 item 9 and the deliberate difference: GA labels lead, beta
+// upstream behavior B9 and the deliberate difference: GA labels lead, beta
 // labels follow, without cloud calls.
 func TestLabelRepair(t *testing.T) {
 	c := nodetest.NewCloud("test")
@@ -411,7 +411,7 @@ func TestLabelRepair(t *testing.T) {
 	}
 }
 
-// CONTRACT §5.9 items 7 and 8 with the deliberate difference: the periodic
+// upstream behaviors B7 and B8 with the deliberate difference: the periodic
 // refresh rewrites addresses that changed (replace semantics, exact ordered
 // comparison), keeps them when the cloud reports none, skips tainted nodes, and
 // costs one listing per pass when the provider can list.

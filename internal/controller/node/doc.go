@@ -4,7 +4,7 @@
 // removed), keeps the addresses of initialized Nodes current with a periodic refresh,
 // and keeps the deprecated beta topology labels in step with the GA ones.
 //
-// It follows the upstream cloud-node-controller contract (CONTRACT.md §2.1) with the
+// It follows the upstream cloud-node-controller contract (docs/design/upstream-behaviors.md) with the
 // deliberate differences listed in docs/nodes.md: GA labels are the source of truth,
 // address changes are detected by exact ordered comparison, the refresh asks each
 // provider that can list its instances for one listing per pass instead of one call

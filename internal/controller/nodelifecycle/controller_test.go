@@ -72,7 +72,7 @@ func variants(t *testing.T, run func(t *testing.T, c *nodetest.Cloud, raw cloudp
 	})
 }
 
-// CONTRACT §5.9 item 10: a NotReady node whose instance is gone is deleted, with
+// upstream behavior B10: a NotReady node whose instance is gone is deleted, with
 // the upstream events; a Ready one never is, and a NotReady one whose instance
 // exists stays.
 func TestDeleteGoneNotReadyNode(t *testing.T) {
@@ -102,7 +102,7 @@ func TestDeleteGoneNotReadyNode(t *testing.T) {
 	})
 }
 
-// CONTRACT §5.9 item 10 (v1): a node without provider ID whose InstanceID lookup
+// upstream behavior B10 (v1): a node without provider ID whose InstanceID lookup
 // says InstanceNotFound is deleted; a provider error leaves the node alone.
 func TestDeleteV1(t *testing.T) {
 	t.Run("InstanceNotFound", func(t *testing.T) {
@@ -122,7 +122,7 @@ func TestDeleteV1(t *testing.T) {
 	})
 }
 
-// CONTRACT §5.9 item 10: the shutdown taint is added to a NotReady node whose
+// upstream behavior B10: the shutdown taint is added to a NotReady node whose
 // instance is shut down, keeping other taints, and removed when it is Ready.
 func TestShutdownTaint(t *testing.T) {
 	variants(t, func(t *testing.T, c *nodetest.Cloud, raw cloudprovider.Interface) {

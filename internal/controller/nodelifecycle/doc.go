@@ -5,7 +5,7 @@
 // is Ready), and deletes those whose instance is gone.
 //
 // Deleting a Node is the most destructive thing a cloud controller manager does,
-// and upstream does it on a single "does not exist" answer (CONTRACT.md §2.2, §4.3).
+// and upstream does it on a single "does not exist" answer (docs/design/deletion-guard.md).
 // Here a Node is deleted only when all of these hold: its provider owns it
 // (cloud.Set.ForNode), it has been NotReady for longer than DeletionGracePeriod,
 // the provider said "does not exist" on two checks in a row, and the provider's

@@ -12,7 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 )
 
-// CONTRACT §2.3: cleanup after a type change away from LoadBalancer writes the
+// upstream behavior B12: cleanup after a type change away from LoadBalancer writes the
 // Service exactly twice: the finalizer removal, then the status (ingress and
 // Ready condition). Counted as the Service's modifications seen by a watch
 // from the user's update on, until no more arrive for a while.

@@ -35,7 +35,7 @@ import (
 	"github.com/stratus-ccm/stratus/internal/testenv"
 )
 
-// CONTRACT §5.9 item 11: a class-less LB Service gets the finalizer before the
+// upstream behavior B11: a class-less LB Service gets the finalizer before the
 // cloud is called, then its status, in exactly two writes that touch only
 // finalizers and status; the events follow upstream.
 func TestEnsureNewLoadBalancer(t *testing.T) {
@@ -122,7 +122,7 @@ func TestEnsureNewLoadBalancer(t *testing.T) {
 	})
 }
 
-// CONTRACT §5.9 items 11 and 12: status is written only when the ingress changes;
+// upstream behaviors B11 and B12: status is written only when the ingress changes;
 // type LoadBalancer -> ClusterIP deletes the load balancer, removes the finalizer
 // and clears the status; conditions written by others survive.
 func TestStatusOnlyOnChangeAndTypeChange(t *testing.T) {
@@ -206,7 +206,7 @@ func TestStatusOnlyOnChangeAndTypeChange(t *testing.T) {
 	h.waitEvent("web", "DeletedLoadBalancer")
 }
 
-// CONTRACT §5.9 item 11 and the classes difference: a Service whose class no
+// upstream behavior B11 and the classes difference: a Service whose class no
 // provider serves is left completely alone.
 func TestUnmappedClassIgnored(t *testing.T) {
 	c := newTestCloud()
@@ -225,7 +225,7 @@ func TestUnmappedClassIgnored(t *testing.T) {
 	}
 }
 
-// CONTRACT §5.9 item 13: deletion with the finalizer, deletion without it (from
+// upstream behavior B13: deletion with the finalizer, deletion without it (from
 // the controller's cache), and a recreated Service replacing the old load balancer.
 func TestDeletion(t *testing.T) {
 	c := newTestCloud()
@@ -273,7 +273,7 @@ func TestDeletion(t *testing.T) {
 	})
 }
 
-// CONTRACT §5.9 item 14: a RetryError requeues after exactly its delay (never
+// upstream behavior B14: a RetryError requeues after exactly its delay (never
 // sooner), and plain errors back off from the base delay.
 func TestRetryErrorAndBackoff(t *testing.T) {
 	c := newTestCloud()
@@ -321,7 +321,7 @@ func TestRetryErrorAndBackoff(t *testing.T) {
 	}
 }
 
-// CONTRACT §5.9 item 15: ImplementedElsewhere on Ensure (finalizer, no status),
+// upstream behavior B15: ImplementedElsewhere on Ensure (finalizer, no status),
 // on Update (success, no retry), and on deletion (tolerated).
 func TestImplementedElsewhere(t *testing.T) {
 	c := newTestCloud()
@@ -351,7 +351,7 @@ func TestImplementedElsewhere(t *testing.T) {
 	})
 }
 
-// CONTRACT §5.9 items 16 and 17 and the coalescing difference: the backend set
+// upstream behaviors B16 and B17 and the coalescing difference: the backend set
 // follows the predicates, changes of the exclusion label, autoscaler taint,
 // deletion timestamp and provider ID update it, other node changes cost nothing,
 // failed updates escalate to a full ensure, and an update of a missing load

@@ -13,7 +13,7 @@ import (
 	"github.com/stratus-ccm/stratus/internal/echo"
 )
 
-// CONTRACT §5.9 item 16: the backend predicates.
+// upstream behavior B16: the backend predicates.
 func TestIsBackend(t *testing.T) {
 	now := metav1.Now()
 	tests := []struct {
@@ -44,7 +44,7 @@ func TestIsBackend(t *testing.T) {
 	}
 }
 
-// CONTRACT §5.9 item 17 and the coalescing difference: which node updates can
+// upstream behavior B17 and the coalescing difference: which node updates can
 // change a backend set.
 func TestBackendChanged(t *testing.T) {
 	base := func() *v1.Node {
@@ -85,7 +85,7 @@ func TestBackendChanged(t *testing.T) {
 	}
 }
 
-// CONTRACT §5.9 item 18: the needsUpdate truth table.
+// upstream behavior B18: the needsUpdate truth table.
 func TestNeedsUpdate(t *testing.T) {
 	base := func() *v1.Service {
 		return &v1.Service{
