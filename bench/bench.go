@@ -50,6 +50,12 @@ type Sizes struct {
 	MemoryNodes    int           `json:"memoryNodes"`
 	MemoryServices int           `json:"memoryServices"`
 	MemoryWait     time.Duration `json:"memoryWait"`
+	// VSphereBurstNodes VMs' kubelets register at once in
+	// vsphere-node-init-burst; VSphereSteadyNodes initialized nodes exist
+	// during vsphere-steady-state, which counts vCenter requests over
+	// SteadyWindow.
+	VSphereBurstNodes  int `json:"vsphereBurstNodes"`
+	VSphereSteadyNodes int `json:"vsphereSteadyNodes"`
 }
 
 // FullSizes are the sizes of the issue (make bench).
@@ -59,6 +65,7 @@ var FullSizes = Sizes{
 	LBBurstNodes: 20, LBBurstServices: 500,
 	ChurnServices: 200, ChurnNodes: 50,
 	MemoryNodes: 5000, MemoryServices: 1000, MemoryWait: 10 * time.Minute,
+	VSphereBurstNodes: 1000, VSphereSteadyNodes: 2000,
 }
 
 // QuickSizes run all five scenarios in a few minutes (make bench-quick).
@@ -68,6 +75,7 @@ var QuickSizes = Sizes{
 	LBBurstNodes: 3, LBBurstServices: 10,
 	ChurnServices: 5, ChurnNodes: 3,
 	MemoryNodes: 30, MemoryServices: 10, MemoryWait: time.Minute,
+	VSphereBurstNodes: 20, VSphereSteadyNodes: 30,
 }
 
 // Set overrides one size, "name=value" with the name of its JSON field
@@ -90,6 +98,7 @@ func (s *Sizes) Set(kv string) error {
 		"lbBurstNodes": &s.LBBurstNodes, "lbBurstServices": &s.LBBurstServices,
 		"churnServices": &s.ChurnServices, "churnNodes": &s.ChurnNodes,
 		"memoryNodes": &s.MemoryNodes, "memoryServices": &s.MemoryServices,
+		"vsphereBurstNodes": &s.VSphereBurstNodes, "vsphereSteadyNodes": &s.VSphereSteadyNodes,
 	}
 	f, ok := fields[name]
 	if !ok {
@@ -139,10 +148,13 @@ type CloudLimits struct {
 	LatencyMS int `json:"latencyMs"`
 	// LBProvisionDelay is how long a new load balancer provisions.
 	LBProvisionDelay time.Duration `json:"lbProvisionDelay"`
+	// VSphereLatencyMS is added to every request to the simulated vCenter
+	// of the vSphere scenarios, standing in for a real vCenter's latency.
+	VSphereLatencyMS int `json:"vsphereLatencyMs"`
 }
 
-// DefaultCloud are the limits of DESIGN.md's "Performance".
-var DefaultCloud = CloudLimits{RateLimit: 20, Burst: 40, LatencyMS: 20, LBProvisionDelay: 2 * time.Second}
+// DefaultCloud are the limits of the benchmark design (docs/benchmarks.md).
+var DefaultCloud = CloudLimits{RateLimit: 20, Burst: 40, LatencyMS: 20, LBProvisionDelay: 2 * time.Second, VSphereLatencyMS: 20}
 
 // Report is bench/results/latest.json.
 type Report struct {
@@ -189,9 +201,19 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.KubeAPIQPS == 0 {
 		o.KubeAPIQPS, o.KubeAPIBurst = 20, 30
 	}
-	for _, bin := range []string{filepath.Join(o.BinDir, "etcd"), filepath.Join(o.BinDir, "kube-apiserver"), filepath.Join(o.BinDir, "ccm"), o.StratusCCM} {
+	need := []string{filepath.Join(o.BinDir, "etcd"), filepath.Join(o.BinDir, "kube-apiserver"), o.StratusCCM}
+	for _, sc := range selected(o.Scenarios) {
+		upstreamCCM := filepath.Join(o.BinDir, "ccm")
+		if sc.cloud == vsphereCloud {
+			upstreamCCM = filepath.Join(o.BinDir, "vsphere-ccm")
+		}
+		if !slices.Contains(need, upstreamCCM) {
+			need = append(need, upstreamCCM)
+		}
+	}
+	for _, bin := range need {
 		if _, err := os.Stat(bin); err != nil {
-			return nil, fmt.Errorf("bench needs %s: %w (make kubebins build)", bin, err)
+			return nil, fmt.Errorf("bench needs %s: %w (make kubebins kubebins-vsphere build)", bin, err)
 		}
 	}
 	if o.WorkDir == "" {

@@ -26,9 +26,9 @@ func TestQuickRunsEveryScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"etcd", "kube-apiserver", "ccm"} {
+	for _, name := range []string{"etcd", "kube-apiserver", "ccm", "vsphere-ccm"} {
 		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
-			t.Fatalf("%s not found in %s: run `%s` first", name, binDir, testenv.BuildCommand)
+			t.Fatalf("%s not found in %s: run `%s` and `make kubebins-vsphere` first", name, binDir, testenv.BuildCommand)
 		}
 	}
 	root, err := testenv.RepoRoot()
@@ -48,6 +48,7 @@ func TestQuickRunsEveryScenario(t *testing.T) {
 		LBBurstNodes: 2, LBBurstServices: 3,
 		ChurnServices: 2, ChurnNodes: 2,
 		MemoryNodes: 5, MemoryServices: 2, MemoryWait: time.Minute,
+		VSphereBurstNodes: 3, VSphereSteadyNodes: 3,
 	}
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {

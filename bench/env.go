@@ -31,6 +31,7 @@ import (
 	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/internal/devenv"
+	"github.com/stratus-ccm/stratus/internal/vcsim"
 	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
@@ -56,6 +57,9 @@ type env struct {
 	// instances by name, as created.
 	mu        sync.Mutex
 	instances map[string]*api.Instance
+	// vc is the simulated vCenter of a vSphere scenario, vms its VMs by name.
+	vc  *vcsim.Server
+	vms map[string]vcsim.VM
 }
 
 // poll is how often scenarios look at the cluster while waiting.
@@ -90,52 +94,41 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, er
 		return nil, err
 	}
 
-	cloudURL, token, stopCloud, err := startCloud(ctx, filepath.Join(dir, "minicloud"), o.Cloud)
-	if err != nil {
-		return nil, err
-	}
-	defer stopCloud()
-	// The harness has its own unlimited token, so its calls neither count in
-	// the manager's stats nor spend the manager's rate limit.
-	harness, err := client.New(cloudURL, token[1])
-	if err != nil {
-		return nil, err
-	}
-	if o.Cloud.LatencyMS > 0 {
-		if _, err := harness.SetFaults(ctx, api.Faults{LatencyMS: o.Cloud.LatencyMS}); err != nil {
-			return nil, fmt.Errorf("set minicloud latency: %w", err)
+	var (
+		e         *env
+		cloudArgs []string
+		bin       string
+	)
+	switch sc.cloud {
+	case vsphereCloud:
+		var stop func()
+		if e, cloudArgs, stop, err = startVSphere(ctx, dir, o, sc); err != nil {
+			return nil, err
 		}
+		defer stop()
+		e.kube = kube
+		bin = filepath.Join(o.BinDir, "vsphere-ccm")
+	default:
+		var stop func()
+		if e, cloudArgs, stop, err = startMinicloud(ctx, dir, o); err != nil {
+			return nil, err
+		}
+		defer stop()
+		e.kube = kube
+		bin = filepath.Join(o.BinDir, "ccm")
 	}
-	cloudConfig := filepath.Join(dir, "cloud.yaml")
-	// The provider keeps under the token's limit on its own (rateLimit), so
-	// neither manager spends requests on 429 answers; its burst is half the
-	// server's, which leaves room for requests that arrive bunched.
-	provider := fmt.Sprintf("url: %s\ntoken: %s\n", cloudURL, token[0])
-	if o.Cloud.RateLimit > 0 {
-		provider += fmt.Sprintf("rateLimit: %g\nburst: %d\n", o.Cloud.RateLimit, max(1, o.Cloud.Burst/2))
-	}
-	if err := os.WriteFile(cloudConfig, []byte(provider), 0o600); err != nil {
-		return nil, err
-	}
-	mgrCloud, err := client.New(cloudURL, token[0])
-	if err != nil {
-		return nil, err
-	}
-	e := &env{kube: kube, cloud: harness, mgrCloud: mgrCloud, instances: map[string]*api.Instance{}}
 	if err := sc.setup(ctx, e, o.Sizes); err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
-	bin := filepath.Join(o.BinDir, "ccm")
 	if m == stratus {
 		bin = o.StratusCCM
 	}
 	kc := cp.KubeconfigPath()
-	cmd := exec.CommandContext(ctx, bin,
-		"--cloud-provider=minicloud", "--cloud-config="+cloudConfig,
+	cmd := exec.CommandContext(ctx, bin, append(cloudArgs,
 		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
 		"--leader-elect=false", "--use-service-account-credentials=false", "--secure-port=0",
 		"--configure-cloud-routes=false", "--cluster-name=bench",
-		"--kube-api-qps="+strconv.Itoa(o.KubeAPIQPS), "--kube-api-burst="+strconv.Itoa(o.KubeAPIBurst))
+		"--kube-api-qps="+strconv.Itoa(o.KubeAPIQPS), "--kube-api-burst="+strconv.Itoa(o.KubeAPIBurst))...)
 	logFile, err := os.Create(filepath.Join(o.WorkDir, sc.name+"-"+string(m)+".log"))
 	if err != nil {
 		return nil, err
@@ -172,6 +165,45 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, er
 		<-done
 		return nil, fmt.Errorf("%s exited early: %v (log: %s)", m, err, logFile.Name())
 	}
+}
+
+// startMinicloud runs a minicloud for a scenario and writes the minicloud
+// provider's cloud config; it returns the scenario's env (without its
+// Kubernetes client) and the managers' provider flags.
+func startMinicloud(ctx context.Context, dir string, o Options) (*env, []string, func(), error) {
+	cloudURL, token, stopCloud, err := startCloud(ctx, filepath.Join(dir, "minicloud"), o.Cloud)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	fail := func(err error) (*env, []string, func(), error) { stopCloud(); return nil, nil, nil, err }
+	// The harness has its own unlimited token, so its calls neither count in
+	// the manager's stats nor spend the manager's rate limit.
+	harness, err := client.New(cloudURL, token[1])
+	if err != nil {
+		return fail(err)
+	}
+	if o.Cloud.LatencyMS > 0 {
+		if _, err := harness.SetFaults(ctx, api.Faults{LatencyMS: o.Cloud.LatencyMS}); err != nil {
+			return fail(fmt.Errorf("set minicloud latency: %w", err))
+		}
+	}
+	cloudConfig := filepath.Join(dir, "cloud.yaml")
+	// The provider keeps under the token's limit on its own (rateLimit), so
+	// neither manager spends requests on 429 answers; its burst is half the
+	// server's, which leaves room for requests that arrive bunched.
+	provider := fmt.Sprintf("url: %s\ntoken: %s\n", cloudURL, token[0])
+	if o.Cloud.RateLimit > 0 {
+		provider += fmt.Sprintf("rateLimit: %g\nburst: %d\n", o.Cloud.RateLimit, max(1, o.Cloud.Burst/2))
+	}
+	if err := os.WriteFile(cloudConfig, []byte(provider), 0o600); err != nil {
+		return fail(err)
+	}
+	mgrCloud, err := client.New(cloudURL, token[0])
+	if err != nil {
+		return fail(err)
+	}
+	e := &env{cloud: harness, mgrCloud: mgrCloud, instances: map[string]*api.Instance{}}
+	return e, []string{"--cloud-provider=minicloud", "--cloud-config=" + cloudConfig}, stopCloud, nil
 }
 
 // startCloud runs a minicloud in this process with two tokens: [0] for the
@@ -358,6 +390,9 @@ func (e *env) registerNode(ctx context.Context, name string) error {
 			return err
 		}
 		now := metav1.Now()
+		if e.vms != nil {
+			cur.Status.NodeInfo.SystemUUID = e.vmUUID(name)
+		}
 		cur.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}
 		if len(cur.Status.Addresses) == 0 {
 			cur.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: name}}

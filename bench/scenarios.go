@@ -10,7 +10,12 @@ import (
 // scenario is one benchmark. setup runs before the manager starts (objects
 // that already exist when it comes up); measure runs while it runs.
 type scenario struct {
-	name    string
+	name string
+	// cloud is "" for minicloud, or vsphereCloud; vms is how many VMs a
+	// vSphere scenario's simulated vCenter starts with.
+	cloud string
+	vms   func(Sizes) int
+
 	params  func(Sizes) map[string]any
 	setup   func(ctx context.Context, e *env, s Sizes) error
 	measure func(ctx context.Context, e *env, s Sizes) (Metrics, error)
@@ -19,18 +24,21 @@ type scenario struct {
 // Names are the scenario names, in run order.
 func Names() []string {
 	var out []string
-	for _, sc := range scenarios {
+	for _, sc := range allScenarios() {
 		out = append(out, sc.name)
 	}
 	return out
 }
 
+// allScenarios are the minicloud scenarios, then the vSphere ones.
+func allScenarios() []scenario { return append(slices.Clone(scenarios), vsphereScenarios...) }
+
 func selected(names []string) []scenario {
 	if len(names) == 0 {
-		return scenarios
+		return allScenarios()
 	}
 	var out []scenario
-	for _, sc := range scenarios {
+	for _, sc := range allScenarios() {
 		if slices.Contains(names, sc.name) {
 			out = append(out, sc)
 		}

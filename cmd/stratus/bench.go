@@ -16,7 +16,7 @@ import (
 )
 
 // newBenchCommand returns `stratus bench`: the scale benchmarks side by side
-// with the upstream CCM (issue #10).
+// with the upstream CCM.
 func newBenchCommand() *cobra.Command {
 	var (
 		quick                 bool
@@ -129,6 +129,7 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 	f.IntVar(&opts.Cloud.Burst, "cloud-burst", opts.Cloud.Burst, "minicloud rate-limit burst")
 	f.IntVar(&opts.Cloud.LatencyMS, "cloud-latency-ms", opts.Cloud.LatencyMS, "latency added to every minicloud request")
 	f.DurationVar(&opts.Cloud.LBProvisionDelay, "lb-provision-delay", opts.Cloud.LBProvisionDelay, "how long a new minicloud load balancer provisions")
+	f.IntVar(&opts.Cloud.VSphereLatencyMS, "vsphere-latency-ms", opts.Cloud.VSphereLatencyMS, "latency added to every request to the simulated vCenter of the vsphere-* scenarios")
 	f.IntVar(&opts.KubeAPIQPS, "kube-api-qps", 20, "--kube-api-qps of both managers")
 	f.IntVar(&opts.KubeAPIBurst, "kube-api-burst", 30, "--kube-api-burst of both managers")
 	f.DurationVar(&opts.Timeout, "timeout", 0, "bound of each scenario run per manager (default 15m)")
