@@ -70,12 +70,12 @@ func documentedDifferences(t *testing.T) map[string]bool {
 // only differences docs/differences.md lists.
 func TestTolerancesAreDocumented(t *testing.T) {
 	ids := documentedDifferences(t)
-	for _, tol := range tolerances {
+	for _, tol := range append(tolerances, vsphereTolerances...) {
 		if !ids[tol.ID] {
 			t.Errorf("tolerance %q is not a difference listed in docs/differences.md", tol.ID)
 		}
 	}
-	for _, sc := range scenarios {
+	for _, sc := range append(scenarios, vsphereScenarios...) {
 		for _, id := range sc.differences {
 			if !ids[id] {
 				t.Errorf("scenario %s names difference %q, which docs/differences.md does not list", sc.name, id)

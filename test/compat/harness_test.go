@@ -22,6 +22,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/vcsim"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
 	_ "github.com/stratus-ccm/stratus/providers/minicloud" // registers "minicloud" in the stratus child process
@@ -64,7 +65,10 @@ type run struct {
 	ctx   context.Context
 	side  side
 	kube  kubernetes.Interface
+	// cloud is the minicloud of minicloud scenarios; vc the simulated
+	// vCenter of vSphere scenarios (the other is nil).
 	cloud *minicloudtest.Cloud
+	vc    *vcsim.Server
 	// settle bounds each wait.
 	settle time.Duration
 }
@@ -239,12 +243,20 @@ func (r *run) join(inst *api.Instance, o nodeOptions) {
 	default:
 		n.Annotations[cloudapi.AnnotationAlphaProvidedIPAddr] = o.providedIP
 	}
+	r.register(n, o)
+}
+
+// register creates the Node n as a kubelet does (with the uninitialized
+// taint unless o.initialized, and whatever status n carries), then reports
+// it Ready (or NotReady) with its hostname as its only address.
+func (r *run) register(n *corev1.Node, o nodeOptions) {
+	r.t.Helper()
 	if !o.initialized {
 		n.Spec.Taints = []corev1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
 	}
 	_, err := r.kube.CoreV1().Nodes().Create(r.ctx, n, metav1.CreateOptions{})
 	if err != nil {
-		r.t.Fatalf("create node %s: %v", inst.Name, err)
+		r.t.Fatalf("create node %s: %v", n.Name, err)
 	}
 	ready := corev1.ConditionTrue
 	if o.notReady {
@@ -253,20 +265,20 @@ func (r *run) join(inst *api.Instance, o nodeOptions) {
 	// The manager may write the Node between create and status: retry on
 	// conflicts as a kubelet does.
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		n, err := r.kube.CoreV1().Nodes().Get(r.ctx, inst.Name, metav1.GetOptions{})
+		cur, err := r.kube.CoreV1().Nodes().Get(r.ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		now := metav1.Now()
-		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}
-		if len(n.Status.Addresses) == 0 {
-			n.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: inst.Name}}
+		cur.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready, Reason: "KubeletReady", LastHeartbeatTime: now, LastTransitionTime: now}}
+		if len(cur.Status.Addresses) == 0 {
+			cur.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeHostName, Address: n.Name}}
 		}
-		_, err = r.kube.CoreV1().Nodes().UpdateStatus(r.ctx, n, metav1.UpdateOptions{})
+		_, err = r.kube.CoreV1().Nodes().UpdateStatus(r.ctx, cur, metav1.UpdateOptions{})
 		return err
 	})
 	if err != nil {
-		r.t.Fatalf("node %s status: %v", inst.Name, err)
+		r.t.Fatalf("node %s status: %v", n.Name, err)
 	}
 }
 

@@ -152,7 +152,9 @@ func (r *run) events(ctx context.Context) (map[string][]string, error) {
 	return out, nil
 }
 
-// readState reads the Nodes, Services and cloud state a run left behind.
+// readState reads the Nodes, Services and cloud state a run left behind
+// (of a vSphere scenario: the Nodes only; the simulated vCenter has no load
+// balancers or routes).
 func (r *run) readState() (snapshot, map[string]string) {
 	r.t.Helper()
 	var s snapshot
@@ -162,6 +164,9 @@ func (r *run) readState() (snapshot, map[string]string) {
 	}
 	for _, n := range nodes.Items {
 		s.Nodes = append(s.Nodes, nodeStateOf(&n))
+	}
+	if r.vc != nil {
+		return s, r.vsphereNames()
 	}
 	svcs, err := r.kube.CoreV1().Services(metav1.NamespaceDefault).List(r.ctx, metav1.ListOptions{})
 	if err != nil {
