@@ -61,10 +61,10 @@ const settleTimeout = 60 * time.Second
 
 // run is one scenario on one manager: a fresh control plane and minicloud.
 type run struct {
-	t     *testing.T
-	ctx   context.Context
-	side  side
-	kube  kubernetes.Interface
+	t    *testing.T
+	ctx  context.Context
+	side side
+	kube kubernetes.Interface
 	// cloud is the minicloud of minicloud scenarios; vc the simulated
 	// vCenter of vSphere scenarios (the other is nil).
 	cloud *minicloudtest.Cloud

@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -146,19 +147,33 @@ func startVSphereRun(t *testing.T, s side, bin string, sc scenario) *run {
 
 // joinVM registers a Node for the VM name as kubelet --cloud-provider=external
 // on it does: named after the VM (its guest hostname), with the VM's
-// systemUUID. The upstream provider finds a Node's VM only by that UUID,
-// when its node informer first sees the Node.
-func (r *run) joinVM(name string, o nodeOptions) {
+// systemUUID, then changed by mutate (another name, a provider ID). The
+// upstream provider finds a Node's VM only by that UUID, when its node
+// informer first sees the Node.
+func (r *run) joinVM(name string, o nodeOptions, mutate ...func(*corev1.Node)) {
 	r.t.Helper()
 	vm, err := r.vc.VM(r.ctx, name)
 	if err != nil {
 		r.t.Fatal(err)
 	}
 	n := &corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{}},
 		Status:     corev1.NodeStatus{NodeInfo: corev1.NodeSystemInfo{SystemUUID: systemUUID(vm.UUID)}},
 	}
+	for _, m := range mutate {
+		m(n)
+	}
+	n.Labels[corev1.LabelHostname] = n.Name
 	r.register(n, o)
+}
+
+// setGuest changes what the VM's guest tools report, failing the test on
+// an error.
+func (r *run) setGuest(name string, g vcsim.Guest) {
+	r.t.Helper()
+	if err := r.vc.SetGuest(r.ctx, name, g); err != nil {
+		r.t.Fatal(err)
+	}
 }
 
 // systemUUID is the UUID a Linux guest reads from SMBIOS for the BIOS UUID
@@ -204,9 +219,17 @@ func (r *run) vsphereNames() map[string]string {
 	for _, vm := range vms {
 		m[vm.UUID] = "<uuid " + vm.Name + ">"
 		m[systemUUID(vm.UUID)] = "<system-uuid " + vm.Name + ">"
+		// The first guest IP is "<ip node-0>", further ones are numbered
+		// in guest.net order, so that the snapshot says which was chosen.
+		i := 0
 		for _, nic := range vm.Guest.NICs {
 			for _, ip := range nic.IPs {
-				m[ip] = "<ip " + vm.Name + ">"
+				if i == 0 {
+					m[ip] = "<ip " + vm.Name + ">"
+				} else {
+					m[ip] = fmt.Sprintf("<ip%d %s>", i+1, vm.Name)
+				}
+				i++
 			}
 		}
 	}
@@ -228,6 +251,43 @@ var vsphereScenarios = []scenario{
 		},
 	},
 	{
+		// The guest's hostname is a FQDN, and the kubelet names its Node
+		// after it.
+		name:        "vsphere-node-init-fqdn",
+		differences: []string{"node-addresses-first"},
+		run: func(r *run) {
+			r.setGuest("node-0", vcsim.Guest{Hostname: "node-0.example.com", NICs: []vcsim.NIC{{Network: vcsim.DefaultNetwork, IPs: []string{vcsim.NodeIPv4(0)}}}})
+			r.joinVM("node-0", nodeOptions{}, func(n *corev1.Node) { n.Name = "node-0.example.com" })
+			r.waitNode("node-0.example.com", "initialized", initialized)
+		},
+	},
+	{
+		// The kubelet was given --provider-id.
+		name: "vsphere-node-init-provider-id",
+		run: func(r *run) {
+			vm, err := r.vc.VM(r.ctx, "node-1")
+			if err != nil {
+				r.t.Fatal(err)
+			}
+			r.joinVM("node-1", nodeOptions{}, func(n *corev1.Node) { n.Spec.ProviderID = "vsphere://" + vm.UUID })
+			r.waitNode("node-1", "initialized", initialized)
+		},
+	},
+	{
+		// Two NICs, the first with two IPv4 addresses and an IPv6 one:
+		// which become the InternalIP and the ExternalIP.
+		name:        "vsphere-node-init-several-ips",
+		differences: []string{"node-addresses-first"},
+		run: func(r *run) {
+			r.setGuest("node-0", vcsim.Guest{Hostname: "node-0", NICs: []vcsim.NIC{
+				{Network: vcsim.DefaultNetwork, IPs: []string{vcsim.NodeIPv4(0), "10.99.0.10", "fd00::10"}},
+				{Network: vcsim.DefaultNetwork, IPs: []string{"10.98.0.10"}},
+			}})
+			r.joinVM("node-0", nodeOptions{})
+			r.waitNode("node-0", "initialized", initialized)
+		},
+	},
+	{
 		name: "vsphere-node-shutdown",
 		run: func(r *run) {
 			r.vmNodes(nodeOptions{notReady: true})
@@ -235,6 +295,28 @@ var vsphereScenarios = []scenario{
 				r.t.Fatal(err)
 			}
 			r.waitNode("node-0", "shutdown taint", hasTaint(cloudapi.TaintNodeShutdown))
+		},
+	},
+	{
+		// The guest shuts down (not a power-off), then the VM is powered
+		// on again: the shutdown taint stays until the kubelet reports
+		// Ready (upstream removes it only from a Ready Node).
+		name: "vsphere-node-guest-shutdown-restart",
+		run: func(r *run) {
+			r.vmNodes(nodeOptions{notReady: true})
+			if err := r.vc.ShutdownGuest(r.ctx, "node-1"); err != nil {
+				r.t.Fatal(err)
+			}
+			r.waitNode("node-1", "shutdown taint", hasTaint(cloudapi.TaintNodeShutdown))
+			if err := r.vc.PowerOn(r.ctx, "node-1"); err != nil {
+				r.t.Fatal(err)
+			}
+			// Five node-monitor periods.
+			r.nodeStays("node-1", "shutdown taint kept while NotReady", 5*time.Second, hasTaint(cloudapi.TaintNodeShutdown))
+			if err := r.setReady("node-1", true); err != nil {
+				r.t.Fatal(err)
+			}
+			r.waitNode("node-1", "shutdown taint removed", func(n *corev1.Node) bool { return !hasTaint(cloudapi.TaintNodeShutdown)(n) })
 		},
 	},
 	{
