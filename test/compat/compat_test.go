@@ -28,6 +28,9 @@ type scenario struct {
 	// differences this scenario exercises; their effect on the final state is
 	// hidden by tolerances or by the stratus-only flags of startRun.
 	differences []string
+	// vsphereDualStack gives a vSphere scenario's VMs an IPv6 address
+	// besides the IPv4 one, and the providers ipFamily [ipv4, ipv6].
+	vsphereDualStack bool
 	// settle bounds each wait of the scenario (default settleTimeout).
 	settle time.Duration
 	// events are events ("Service/web: Normal UpdatedLoadBalancer") the

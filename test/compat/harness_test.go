@@ -139,11 +139,13 @@ func startRun(t *testing.T, s side, sc scenario) *run {
 	return r
 }
 
-// startUpstream runs the upstream CCM until the test ends; its log is shown
-// when the test fails.
-func startUpstream(t *testing.T, bin string, args []string) {
+// startUpstream runs the upstream CCM until the test ends, with env
+// ("KEY=value") added to the test's environment; its log is shown when the
+// test fails.
+func startUpstream(t *testing.T, bin string, args []string, env ...string) {
 	t.Helper()
 	cmd := exec.Command(bin, append(args, "--v=2")...)
+	cmd.Env = append(os.Environ(), env...)
 	out := &syncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {

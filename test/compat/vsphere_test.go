@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudapi "k8s.io/cloud-provider/api"
+	"sigs.k8s.io/yaml"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
@@ -111,7 +113,7 @@ func startVSphereRun(t *testing.T, s side, bin string, sc scenario) *run {
 	t.Cleanup(env.Stop)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	vc, err := vcsim.Start(ctx, vcsim.Options{VMs: vsphereVMs})
+	vc, err := vcsim.Start(ctx, vcsim.Options{VMs: vsphereVMs, IPv6: sc.vsphereDualStack})
 	if err != nil {
 		t.Fatalf("vCenter simulator: %v", err)
 	}
@@ -123,7 +125,7 @@ func startVSphereRun(t *testing.T, s side, bin string, sc scenario) *run {
 
 	kubeconfig := managertest.WriteKubeconfig(t, env.Config)
 	cloudConfig := filepath.Join(t.TempDir(), "vsphere.yaml")
-	if err := os.WriteFile(cloudConfig, vc.CloudConfig(vcsim.TrustCAFile), 0o600); err != nil {
+	if err := os.WriteFile(cloudConfig, vsphereCloudConfig(t, vc, sc), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	args := []string{
@@ -134,15 +136,40 @@ func startVSphereRun(t *testing.T, s side, bin string, sc scenario) *run {
 	}
 	// Deliberate difference node-deletion-guard, as in startRun.
 	stratusArgs := append(args, "--node-deletion-grace-period=2s")
+	var upstreamEnv []string
+	if sc.vsphereDualStack {
+		// The upstream provider refuses two IP families without it.
+		upstreamEnv = append(upstreamEnv, "ENABLE_ALPHA_DUAL_STACK=1")
+	}
 	switch s {
 	case upstream:
-		startUpstream(t, bin, args)
+		startUpstream(t, bin, args, upstreamEnv...)
 	case stratusCPV:
-		startUpstream(t, bin, stratusArgs)
+		startUpstream(t, bin, stratusArgs, upstreamEnv...)
 	case stratus:
 		managertest.StartProcess(t, stratusArgs...)
 	}
 	return r
+}
+
+// vsphereCloudConfig is the simulator's cloud config (upstream's YAML),
+// with ipFamily [ipv4, ipv6] for a dual-stack scenario.
+func vsphereCloudConfig(t *testing.T, vc *vcsim.Server, sc scenario) []byte {
+	t.Helper()
+	raw := vc.CloudConfig(vcsim.TrustCAFile)
+	if !sc.vsphereDualStack {
+		return raw
+	}
+	var cfg map[string]map[string]any
+	if err := yaml.Unmarshal(raw, &cfg); err != nil {
+		t.Fatalf("parse the simulator's cloud config: %v", err)
+	}
+	cfg["global"]["ipFamily"] = []string{"ipv4", "ipv6"}
+	out, err := yaml.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // joinVM registers a Node for the VM name as kubelet --cloud-provider=external
@@ -238,7 +265,28 @@ func (r *run) vsphereNames() map[string]string {
 
 // vsphereTolerances are applied to both sides of every vSphere scenario,
 // besides tolerances.
-var vsphereTolerances = []tolerance{}
+var vsphereTolerances = []tolerance{
+	{ID: "node-address-order", apply: func(s *snapshot) {
+		// Group the addresses by type, in the order each type first
+		// appears, keeping the order within a type: what upstream's
+		// strategic merge patch makes of the provider's list.
+		for i := range s.Nodes {
+			addrs := s.Nodes[i].Addresses
+			first := map[string]int{}
+			for j, a := range addrs {
+				typ, _, _ := strings.Cut(a, "=")
+				if _, ok := first[typ]; !ok {
+					first[typ] = j
+				}
+			}
+			slices.SortStableFunc(addrs, func(a, b string) int {
+				ta, _, _ := strings.Cut(a, "=")
+				tb, _, _ := strings.Cut(b, "=")
+				return first[ta] - first[tb]
+			})
+		}
+	}},
+}
 
 // vsphereScenarios run against the upstream vSphere CCM, stratus with the
 // upstream provider and stratus with its own, on vsphereVMs VMs.
@@ -285,6 +333,14 @@ var vsphereScenarios = []scenario{
 			}})
 			r.joinVM("node-0", nodeOptions{})
 			r.waitNode("node-0", "initialized", initialized)
+		},
+	},
+	{
+		name:             "vsphere-node-init-dual-stack",
+		differences:      []string{"node-addresses-first"},
+		vsphereDualStack: true,
+		run: func(r *run) {
+			r.vmNodes(nodeOptions{})
 		},
 	},
 	{
