@@ -78,3 +78,27 @@ func TestComparisonHidesOnlyRandomValuesAndListedDifferences(t *testing.T) {
 		})
 	}
 }
+
+// TestAddressOrderTolerance shows that node-address-order hides only the
+// grouping of address types: stratus's interleaved dual-stack list becomes
+// upstream's, a list that differs in the first address of a type does not.
+func TestAddressOrderTolerance(t *testing.T) {
+	apply := func(addrs ...string) []string {
+		s := snapshot{Nodes: []nodeState{{Name: "node-0", Addresses: addrs}}}
+		for _, tol := range vsphereTolerances {
+			if tol.ID == "node-address-order" {
+				tol.apply(&s)
+			}
+		}
+		return s.Nodes[0].Addresses
+	}
+	upstream := apply("Hostname=node-0", "InternalIP=10.0.0.1", "InternalIP=fd00::1", "ExternalIP=10.0.0.1", "ExternalIP=fd00::1")
+	stratus := apply("Hostname=node-0", "InternalIP=10.0.0.1", "ExternalIP=10.0.0.1", "InternalIP=fd00::1", "ExternalIP=fd00::1")
+	if d := cmp.Diff(upstream, stratus); d != "" {
+		t.Errorf("the same addresses grouped differently still differ (-upstream +stratus):\n%s", d)
+	}
+	swapped := apply("Hostname=node-0", "InternalIP=fd00::1", "ExternalIP=10.0.0.1", "InternalIP=10.0.0.1", "ExternalIP=fd00::1")
+	if cmp.Equal(upstream, swapped) {
+		t.Errorf("a list whose first InternalIP differs became equal to upstream's: %v", swapped)
+	}
+}

@@ -135,7 +135,7 @@ func startVSphereRun(t *testing.T, s side, bin string, sc scenario) *run {
 		"--cluster-name=compat", "--node-monitor-period=1s", "--configure-cloud-routes=false",
 	}
 	// Deliberate difference node-deletion-guard, as in startRun.
-	stratusArgs := append(args, "--node-deletion-grace-period=2s")
+	stratusArgs := append(slices.Clone(args), "--node-deletion-grace-period=2s")
 	var upstreamEnv []string
 	if sc.vsphereDualStack {
 		// The upstream provider refuses two IP families without it.
