@@ -6,6 +6,13 @@
 // plane and a fresh minicloud; the resulting Nodes, Services and minicloud
 // state are normalized (random IDs, IPs and UIDs become names) and compared.
 // A difference is tolerated only through a tolerance whose ID is a heading of
-// docs/differences.md; anything else fails the scenario with a diff. The test
-// lives in compat_test.go and friends; this file only documents the package.
+// docs/differences.md; anything else fails the scenario with a diff.
+//
+// The vSphere scenarios (vsphere_test.go) run three times each, on a fresh
+// control plane and a fresh internal/vcsim simulator with the same
+// inventory: the upstream CCM with the upstream vSphere provider
+// (hack/kubebins "vsphere-ccm"), stratus-ccm with the upstream provider
+// ("stratus-cpv") and stratus-ccm with providers/vsphere; both stratus runs
+// are compared with the upstream one. The test lives in compat_test.go and
+// friends; this file only documents the package.
 package compat
