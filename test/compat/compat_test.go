@@ -19,7 +19,7 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud/api"
 )
 
-// scenario is one behavior of CONTRACT.md §5.9, run against both managers.
+// scenario is one upstream behavior (docs/design/upstream-behaviors.md), run against both managers.
 type scenario struct {
 	name string
 	// routes runs the managers with the route controller (--cluster-cidr).
@@ -342,7 +342,7 @@ var scenarios = []scenario{
 			r.join(bad, nodeOptions{providedIP: "10.255.255.254"})
 			r.join(good, nodeOptions{})
 			r.waitNode("node-b", "initialized", initialized)
-			// CONTRACT.md §5.9 node 8: a provided IP the cloud does not
+			// Upstream behavior B3: a provided IP the cloud does not
 			// report is an error and the node stays uninitialized.
 			r.nodeStays("node-a", "uninitialized with a provided IP the cloud does not have", 2*time.Second, func(n *corev1.Node) bool {
 				return hasTaint(cloudapi.TaintExternalCloudProvider)(n) && n.Spec.ProviderID == ""
@@ -493,7 +493,7 @@ var scenarios = []scenario{
 			}
 			r.createService(lbService())
 			// The label excludes a node unless its value parses as false
-			// (CONTRACT.md §2.3.5): node-false and node-plain are backends.
+			// (upstream behavior B16): node-false and node-plain are backends.
 			r.lbReady(svcName, 2, 80)
 		},
 	},
