@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -110,4 +111,20 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("negative timeout %v accepted", cfg.Timeout)
 		}
 	})
+}
+
+// TestConfigKeysDocumented: the provider reference in docs/providers.md names
+// every key of the cloud config.
+func TestConfigKeysDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/providers.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt := reflect.TypeFor[rawConfig]()
+	for i := range rt.NumField() {
+		key, _, _ := strings.Cut(rt.Field(i).Tag.Get("json"), ",")
+		if !strings.Contains(string(doc), "\n"+key+":") && !strings.Contains(string(doc), "# or "+key+":") {
+			t.Errorf("docs/providers.md's minicloud cloud-config example lacks the key %s", key)
+		}
+	}
 }

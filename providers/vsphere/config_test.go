@@ -3,6 +3,7 @@ package vsphere
 import (
 	"errors"
 	"net"
+	"os"
 	"strings"
 	"testing"
 
@@ -218,4 +219,24 @@ func ipnets(ns []*net.IPNet) string {
 		s = append(s, n.String())
 	}
 	return strings.Join(s, ",")
+}
+
+// TestConfigKeysDocumented: docs/vsphere.md's configuration reference names
+// every key the YAML and INI forms accept.
+func TestConfigKeysDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/vsphere.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	keys = append(keys, yamlTopKeys...)
+	keys = append(keys, yamlGlobalKeys...)
+	keys = append(keys, yamlVCKeys...)
+	keys = append(keys, yamlLabelKeys...)
+	keys = append(keys, yamlNodeKeys[:]...)
+	for _, k := range keys {
+		if !strings.Contains(string(doc), k) {
+			t.Errorf("docs/vsphere.md does not name the YAML key %s", k)
+		}
+	}
 }
