@@ -331,7 +331,14 @@ func (c *controller) block(ctx context.Context, p *cloud.Provider, ch check, rea
 		msg = fmt.Sprintf("Node %s does not exist in the cloud provider, but the deletion budget of provider %s is used up (%d of %d deletions per %s); it is retried later",
 			n.Name, p.Name(), used, b.limit(ch.owned+used), b.window)
 	}
-	c.recorder.Event(n, v1.EventTypeWarning, ReasonNodeDeletionBlocked, msg)
+	// Waiting out the grace period and the confirmation is what every
+	// ordinary node removal goes through: progress, not a problem. A failed
+	// or empty listing and a used-up budget need a person.
+	eventType := v1.EventTypeWarning
+	if reason == BlockedGracePeriod || reason == BlockedUnconfirmed {
+		eventType = v1.EventTypeNormal
+	}
+	c.recorder.Event(n, eventType, ReasonNodeDeletionBlocked, msg)
 }
 
 // budget returns p's deletion budget.

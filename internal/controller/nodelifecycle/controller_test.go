@@ -159,9 +159,10 @@ func TestGracePeriod(t *testing.T) {
 	c.AddInstance("other", cloudprovider.InstanceMetadata{}) // the listing is not empty
 	h := start(t, cloud.Single(provider(c.Listing())), opts)
 	h.CreateNode("young", nodetest.WithProviderID(c.ProviderID("young")), nodetest.Ready(v1.ConditionFalse, time.Now()))
+	// Waiting out the grace period is ordinary progress: a Normal event.
 	h.Eventually(10*time.Second, "GracePeriod event", func() bool {
 		evs := h.Events("young", ReasonNodeDeletionBlocked)
-		return len(evs) > 0 && evs[0].Type == v1.EventTypeWarning
+		return len(evs) > 0 && evs[0].Type == v1.EventTypeNormal && strings.Contains(evs[0].Message, "NotReady only since")
 	})
 	if h.Node("young") == nil {
 		t.Fatal("deleted within the grace period")
