@@ -429,6 +429,7 @@ func (s *Server) activate(id string) {
 		if err := plane.Apply(id, spec); err != nil {
 			s.log.Error(err, "data plane incomplete", "loadBalancer", id)
 		}
+		s.applyAliases(id, true, spec)
 	}
 	err = s.store.Update(func(tx *store.Tx) error {
 		lb, err := store.Get[lbRecord](tx, store.LoadBalancers, id)
@@ -444,6 +445,7 @@ func (s *Server) activate(id string) {
 		// remove it too) or the store failed: do not leave listeners.
 		if plane != nil {
 			plane.Remove(id)
+			s.applyAliases(id, false, spec)
 		}
 		if !errors.Is(err, store.ErrNotFound) {
 			s.log.Error(err, "activate load balancer", "loadBalancer", id)
@@ -494,6 +496,7 @@ func (s *Server) reconcileLBs(ids []string) {
 		if plane == nil {
 			continue
 		}
+		s.applyAliases(id, states[i] == api.LBActive, specs[i])
 		if states[i] != api.LBActive {
 			plane.Remove(id)
 			continue

@@ -22,6 +22,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -65,6 +66,13 @@ type Server struct {
 	closed  bool
 
 	targets targetIndex
+	// aliases are further addresses of load balancers (SetAliases) and
+	// aliasApplied the data-plane keys bound for them; both guarded by
+	// planeMu.
+	aliases      map[string][]netip.Addr
+	aliasApplied map[string][]string
+	// mounts are the dialects served beside the native API (Mount).
+	mounts []mount
 	// operations are the rate-limited, counted operations, for validating
 	// fault filters.
 	operations []string
@@ -88,6 +96,9 @@ func NewServer(cfg Config) (*Server, error) {
 		store:    st,
 		limiters: map[string]*rate.Limiter{},
 		timers:   map[string]*time.Timer{},
+
+		aliases:      map[string][]netip.Addr{},
+		aliasApplied: map[string][]string{},
 	}
 	s.resetStats()
 	s.routes()
@@ -225,7 +236,7 @@ func (s *Server) handle(op string, h handlerFunc) {
 		start := time.Now()
 		token, _ := r.Context().Value(tokenKey{}).(string)
 		status, body, err := 0, any(nil), error(nil)
-		if !ops {
+		if admitted, _ := r.Context().Value(admittedKey{}).(bool); !ops && !admitted {
 			err = s.admit(r.Context(), op, token)
 		}
 		if err == nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/dataplane"
+	"github.com/stratus-ccm/stratus/minicloud/openstack"
 )
 
 // Options configure Start. The zero value is a cloud without rate limits
@@ -61,6 +62,9 @@ type Options struct {
 	// PeerNetworks are other clouds' networks the load balancers reach
 	// (minicloud.Config.PeerNetworks).
 	PeerNetworks []minicloud.PeerNetwork
+	// OpenStack, when set, also serves the OpenStack dialect (package
+	// minicloud/openstack) with these options.
+	OpenStack *openstack.Options
 }
 
 // Cloud is a running minicloud.
@@ -73,6 +77,10 @@ type Cloud struct {
 	Client *client.Client
 	// Config is the server's configuration (with the chosen CIDRs).
 	Config minicloud.Config
+	// OpenStack is the OpenStack dialect when Options.OpenStack was set,
+	// and IdentityURL its Keystone endpoint (URL + "/identity/v3").
+	OpenStack   *openstack.Dialect
+	IdentityURL string
 
 	stop context.CancelFunc
 	done chan error
@@ -106,13 +114,23 @@ func Start(t testing.TB, o Options) *Cloud {
 	if err != nil {
 		t.Fatalf("minicloudtest: %v", err)
 	}
+	var dialect *openstack.Dialect
+	if o.OpenStack != nil {
+		if dialect, err = openstack.Mount(srv, *o.OpenStack); err != nil {
+			srv.Close()
+			t.Fatalf("minicloudtest: %v", err)
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		srv.Close()
 		t.Fatalf("minicloudtest: listen: %v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	mc := &Cloud{URL: "http://" + ln.Addr().String(), Token: cfg.Tokens[0], Config: cfg, stop: cancel, done: make(chan error, 1)}
+	mc := &Cloud{URL: "http://" + ln.Addr().String(), Token: cfg.Tokens[0], Config: cfg, OpenStack: dialect, stop: cancel, done: make(chan error, 1)}
+	if dialect != nil {
+		mc.IdentityURL = mc.URL + openstack.IdentityPrefix + "/v3"
+	}
 	go func() { mc.done <- srv.Serve(ctx, ln) }()
 	t.Cleanup(func() {
 		if err := mc.Stop(); err != nil {

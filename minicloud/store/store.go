@@ -23,6 +23,9 @@ import (
 // ErrNotFound is returned when a resource, name or key does not exist.
 var ErrNotFound = errors.New("not found")
 
+// ErrExists is returned when an address is taken by another owner.
+var ErrExists = errors.New("already in use")
+
 // ErrExhausted is returned when an address pool has no free address.
 var ErrExhausted = errors.New("address pool exhausted")
 
@@ -76,6 +79,21 @@ func Open(dir string) (*Store, error) {
 		return nil, fmt.Errorf("initialize state database %s: %w", path, err)
 	}
 	return &Store{db: db}, nil
+}
+
+// EnsureKinds creates the collections (and their name indexes) of kinds
+// that are not built in, such as a dialect's resources. It is idempotent.
+func (s *Store) EnsureKinds(kinds ...Kind) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		for _, k := range kinds {
+			for _, b := range [][]byte{[]byte(k), namesBucket(k)} {
+				if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+					return fmt.Errorf("create collection %s: %w", k, err)
+				}
+			}
+		}
+		return nil
+	})
 }
 
 // Close closes the database.
@@ -279,6 +297,22 @@ func (t *Tx) AllocateIP(pool string, prefix netip.Prefix, owner string) (netip.A
 			return netip.Addr{}, fmt.Errorf("pool %s (%s): %w", pool, prefix, ErrExhausted)
 		}
 	}
+}
+
+// ClaimIP assigns the given address of prefix in pool to owner; ErrExists
+// when another owner holds it, and an error when it is outside prefix.
+func (t *Tx) ClaimIP(pool string, prefix netip.Prefix, addr netip.Addr, owner string) error {
+	if !prefix.Masked().Contains(addr) {
+		return fmt.Errorf("address %s is outside pool %s (%s)", addr, pool, prefix)
+	}
+	b, err := t.tx.CreateBucketIfNotExists(ipsBucket(pool))
+	if err != nil {
+		return fmt.Errorf("ip pool %s: %w", pool, err)
+	}
+	if cur := b.Get([]byte(addr.String())); cur != nil && string(cur) != owner {
+		return fmt.Errorf("address %s of pool %s: %w", addr, pool, ErrExists)
+	}
+	return b.Put([]byte(addr.String()), []byte(owner))
 }
 
 // ReleaseIP frees addr in pool. Releasing a free address is not an error.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"time"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratus-ccm/stratus/minicloud"
+	"github.com/stratus-ccm/stratus/minicloud/openstack"
 )
 
 type serveOptions struct {
@@ -29,6 +31,8 @@ type serveOptions struct {
 	vipCIDR      string
 	peerNetworks []string
 	verbose      bool
+	openstack    bool
+	osOpts       openstack.Options
 }
 
 func newServeCommand() *cobra.Command {
@@ -75,17 +79,30 @@ time, generated into) <state-dir>/token, where the client commands find it.`,
 			if err != nil {
 				return err
 			}
+			if o.openstack {
+				if _, err := openstack.Mount(srv, o.osOpts); err != nil {
+					srv.Close()
+					return err
+				}
+			}
 			ln, err := net.Listen("tcp", o.listen)
 			if err != nil {
 				srv.Close()
 				return fmt.Errorf("listen on %s: %w", o.listen, err)
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "minicloud listening on http://%s (state in %s)\n", ln.Addr(), cfg.StateDir)
+			if o.openstack {
+				fmt.Fprintf(cmd.OutOrStdout(), "OpenStack identity endpoint http://%s%s/v3 (project %s, domain %s, password: a token)\n", ln.Addr(), openstack.IdentityPrefix, openstack.ProjectName, openstack.DomainName)
+			}
 			return srv.Serve(cmd.Context(), ln)
 		},
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.listen, "listen", defaultListen, "API listen address")
+	f.BoolVar(&o.openstack, "openstack", true, "also serve the OpenStack dialect (Keystone, Nova, Neutron, Octavia) under /identity, /compute, /network, /load-balancer")
+	f.DurationVar(&o.osOpts.TokenTTL, "openstack-token-ttl", time.Hour, "lifetime of the dialect's Keystone tokens")
+	f.IntVar(&o.osOpts.MaxPageSize, "openstack-max-page-size", 1000, "largest page of the dialect's lists (limit is capped to it)")
+	f.DurationVar(&o.osOpts.PendingDelay, "openstack-pending-delay", 0, "how long an Octavia load balancer stays PENDING_UPDATE / PENDING_DELETE after a write")
 	f.StringVar(&o.stateDir, "state-dir", defaultStateDir, "directory of the state database")
 	f.StringSliceVar(&o.tokens, "token", nil, "accepted bearer token (repeatable)")
 	f.StringVar(&o.tokenFile, "token-file", "", "file holding the accepted bearer token")
