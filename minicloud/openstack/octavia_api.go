@@ -511,7 +511,7 @@ func (d *Dialect) createLB(r *request) (int, any, error) {
 		return 0, nil, fmt.Errorf("create minicloud load balancer for %s: %w", lb.ID, err)
 	}
 	lb.NativeID, lb.VIPAddress = nlb.ID, nlb.VIP
-	lb.PendingUntil = now.Add(d.opts.PendingDelay)
+	lb.PendingUntil = d.now().Add(d.opts.PendingDelay)
 	if err := d.st.Update(func(tx *store.Tx) error { return store.Put(tx, kindLoadBalancers, lb.ID, lb) }); err != nil {
 		r.mc.DeleteLoadBalancer(r.Context(), nlb.ID)
 		return 0, nil, err

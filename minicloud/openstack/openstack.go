@@ -75,6 +75,9 @@ type Options struct {
 	// PENDING_UPDATE after a write and PENDING_DELETE after a delete
 	// (PENDING_CREATE lasts until minicloud's load balancer is active).
 	PendingDelay time.Duration
+	// Now is the dialect's clock for token expiry and the pending delays
+	// (default time.Now); tests move it instead of waiting.
+	Now func() time.Time
 }
 
 // Dialect serves the OpenStack APIs of one minicloud server.
@@ -106,12 +109,15 @@ func Mount(srv *minicloud.Server, opts Options) (*Dialect, error) {
 	if opts.MaxPageSize <= 0 {
 		opts.MaxPageSize = 1000
 	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
 	if opts.PendingDelay < 0 {
 		return nil, errors.New("openstack dialect: pending delay must not be negative")
 	}
 	d := &Dialect{
 		srv: srv, st: srv.Store(), opts: opts, log: srv.Config().Logger.WithName("openstack"),
-		mux: http.NewServeMux(), now: time.Now,
+		mux: http.NewServeMux(), now: opts.Now,
 		tokens: map[string]*token{}, native: map[string]*client.Client{},
 	}
 	if err := d.st.EnsureKinds(kindLoadBalancers, kindFloatingIPs); err != nil {

@@ -9,10 +9,10 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
-	"time"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/spf13/cobra"

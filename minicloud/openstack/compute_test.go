@@ -1,0 +1,284 @@
+package openstack_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	gos "github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/flavors"
+	"github.com/gophercloud/gophercloud/v2/openstack/compute/v2/servers"
+	"github.com/gophercloud/gophercloud/v2/openstack/identity/v3/tokens"
+
+	"github.com/stratus-ccm/stratus/minicloud"
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
+	"github.com/stratus-ccm/stratus/minicloud/openstack"
+)
+
+func TestKeystone(t *testing.T) {
+	e := startEnv(t, minicloudtest.Options{}, openstack.Options{TokenTTL: time.Hour})
+	ctx := context.Background()
+
+	// Version discovery from the unversioned URL, then the catalog.
+	tok, err := tokens.Get(ctx, identityClient(t, e), e.provider.Token()).Extract()
+	if err != nil {
+		t.Fatalf("validate token: %v", err)
+	}
+	if !tok.ExpiresAt.After(e.clk.now()) {
+		t.Errorf("token expires at %v, not after now", tok.ExpiresAt)
+	}
+	for _, typ := range []string{"compute", "network", "load-balancer"} {
+		url, err := e.provider.EndpointLocator(gophercloud.EndpointOpts{Type: typ, Region: minicloud.Region, Availability: gophercloud.AvailabilityPublic})
+		if err != nil || !strings.HasPrefix(url, e.mc.URL+"/") {
+			t.Errorf("catalog %s endpoint %q, %v", typ, url, err)
+		}
+	}
+
+	// Application credentials: the secret is a minicloud token.
+	ac := gophercloud.AuthOptions{IdentityEndpoint: e.mc.IdentityURL, ApplicationCredentialID: "ccm-cred", ApplicationCredentialSecret: e.mc.Token}
+	if _, err := gos.AuthenticatedClient(ctx, ac); err != nil {
+		t.Errorf("application credential: %v", err)
+	}
+
+	bad := []gophercloud.AuthOptions{
+		{IdentityEndpoint: e.mc.IdentityURL, Username: "ccm", Password: "not-a-token", DomainName: "Default", TenantName: "minicloud"},
+		{IdentityEndpoint: e.mc.IdentityURL, Username: "ccm", Password: e.mc.Token, DomainName: "Default", TenantName: "other"},
+		{IdentityEndpoint: e.mc.IdentityURL, Username: "ccm", Password: e.mc.Token, DomainName: "Elsewhere", TenantName: "minicloud"},
+		{IdentityEndpoint: e.mc.IdentityURL, ApplicationCredentialID: "x", ApplicationCredentialSecret: "wrong"},
+	}
+	for _, ao := range bad {
+		_, err := gos.AuthenticatedClient(ctx, ao)
+		wantStatus(t, err, http.StatusUnauthorized)
+	}
+
+	// A malformed auth body is a 400 in Keystone's format.
+	status, _, body := e.raw(t, "POST", "/identity/v3/auth/tokens", `{"auth":{"identity":{"methods":["password"],"password":{"user":{"name":"x","password":"y"}}}}}`, "")
+	if status != http.StatusBadRequest || body["error"].(map[string]any)["code"].(float64) != 400 {
+		t.Errorf("user without domain: %d %v", status, body)
+	}
+	status, _, body = e.raw(t, "POST", "/identity/v3/auth/tokens", `{"auth":{"identity":{"methods":["password"]}},"extra":1}`, "")
+	if status != http.StatusBadRequest || !strings.Contains(body["error"].(map[string]any)["message"].(string), "extra") {
+		t.Errorf("unknown field: %d %v", status, body)
+	}
+}
+
+func identityClient(t *testing.T, e *env) *gophercloud.ServiceClient {
+	t.Helper()
+	c, err := gos.NewIdentityV3(e.provider, gophercloud.EndpointOpts{Region: minicloud.Region})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// TestTokenExpiry: an expired token is a 401 and gophercloud
+// authenticates again and repeats the call.
+func TestTokenExpiry(t *testing.T) {
+	e := startEnv(t, minicloudtest.Options{}, openstack.Options{TokenTTL: time.Minute})
+	ctx := context.Background()
+	old := e.provider.Token()
+	e.clk.advance(2 * time.Minute)
+	status, hdr, body := e.raw(t, "GET", "/compute/v2.1/servers", "", old)
+	if status != http.StatusUnauthorized || hdr.Get("WWW-Authenticate") == "" || body["error"] == nil {
+		t.Fatalf("expired token: %d %v %v", status, hdr, body)
+	}
+	if err := e.mc.Client.ResetStats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := servers.List(e.compute, nil).AllPages(ctx); err != nil {
+		t.Fatalf("list after expiry: %v", err)
+	}
+	if e.provider.Token() == old {
+		t.Error("gophercloud kept the expired token")
+	}
+	st, err := e.mc.Client.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Requests["POST /identity/v3/auth/tokens"] != 1 || st.Requests["GET /compute/v2.1/servers/detail"] != 1 {
+		t.Errorf("stats after re-authentication: %v", st.Requests)
+	}
+	status, _, _ = e.raw(t, "GET", "/compute/v2.1/servers", "", "unknown-token")
+	if status != http.StatusUnauthorized {
+		t.Errorf("unknown token: %d", status)
+	}
+}
+
+func TestNovaServers(t *testing.T) {
+	e := startEnv(t, minicloudtest.Options{}, openstack.Options{MaxPageSize: 2})
+	ctx := context.Background()
+	web1 := e.createInstance(t, api.InstanceCreate{Name: "web-1", PublicIP: true, IPv6: true, Zone: minicloud.Zones[1], Tags: map[string]string{"role": "web"}})
+	e.createInstance(t, api.InstanceCreate{Name: "web-10", Type: "mc.large"})
+	db := e.createInstance(t, api.InstanceCreate{Name: "db"})
+	if _, err := e.mc.Client.StopInstance(ctx, db.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	// Paging: three servers in pages of two, followed through the next link.
+	if err := e.mc.Client.ResetStats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	pages, err := servers.List(e.compute, servers.ListOpts{}).AllPages(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := servers.ExtractServers(pages)
+	if err != nil || len(all) != 3 {
+		t.Fatalf("all servers: %d, %v", len(all), err)
+	}
+	st, _ := e.mc.Client.Stats(ctx)
+	if st.Requests["GET /compute/v2.1/servers/detail"] != 2 {
+		t.Errorf("pages fetched: %v", st.Requests)
+	}
+
+	// The name filter is a regular expression, as the upstream provider
+	// sends it.
+	for filter, want := range map[string]int{"^web-1$": 1, "web": 2, "^db$": 1, "nothing": 0} {
+		pages, err := servers.List(e.compute, servers.ListOpts{Name: filter}).AllPages(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := servers.ExtractServers(pages)
+		if len(got) != want {
+			t.Errorf("name=%s: %d servers, want %d", filter, len(got), want)
+		}
+	}
+	pages, _ = servers.List(e.compute, servers.ListOpts{Status: "SHUTOFF"}).AllPages(ctx)
+	if got, _ := servers.ExtractServers(pages); len(got) != 1 || got[0].ID != db.ID || got[0].Status != "SHUTOFF" {
+		t.Errorf("status=SHUTOFF: %+v", got)
+	}
+
+	s, err := servers.Get(ctx, e.compute, web1.ID).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Status != "ACTIVE" || s.Name != "web-1" || s.Metadata["role"] != "web" || s.Flavor["id"] != "mc.small" {
+		t.Errorf("server: %+v", s)
+	}
+	var ext struct {
+		AZ string `json:"OS-EXT-AZ:availability_zone"`
+	}
+	if err := servers.Get(ctx, e.compute, web1.ID).ExtractInto(&ext); err != nil || ext.AZ != minicloud.Zones[1] {
+		t.Errorf("availability zone %q, %v", ext.AZ, err)
+	}
+	addrs := s.Addresses["minicloud"].([]any)
+	var types []string
+	for _, a := range addrs {
+		m := a.(map[string]any)
+		types = append(types, m["addr"].(string)+"/"+m["OS-EXT-IPS:type"].(string))
+	}
+	want := web1.PrivateIP + "/fixed " + web1.PrivateIPv6 + "/fixed " + web1.PublicIP + "/floating"
+	if strings.Join(types, " ") != want {
+		t.Errorf("addresses %v, want %s", types, want)
+	}
+	_, err = servers.Get(ctx, e.compute, "i-ffffffffffff").Extract()
+	wantStatus(t, err, http.StatusNotFound)
+
+	// Microversions: 2.47 embeds the flavor; out of range is 406, garbage 400.
+	e.compute.Microversion = "2.47"
+	s, err = servers.Get(ctx, e.compute, web1.ID).Extract()
+	if err != nil || s.Flavor["original_name"] != "mc.small" || s.Flavor["vcpus"].(float64) != 1 {
+		t.Errorf("2.47 flavor: %+v, %v", s.Flavor, err)
+	}
+	e.compute.Microversion = "2.200"
+	_, err = servers.Get(ctx, e.compute, web1.ID).Extract()
+	wantStatus(t, err, http.StatusNotAcceptable)
+	e.compute.Microversion = ""
+	tok := e.token(t)
+	status, hdr, _ := e.raw(t, "GET", "/compute/v2.1/servers/"+web1.ID, "", tok, "OpenStack-API-Version", "compute 2.60")
+	if status != 200 || hdr.Get("OpenStack-API-Version") != "compute 2.60" {
+		t.Errorf("microversion echo: %d %v", status, hdr)
+	}
+	status, _, body := e.raw(t, "GET", "/compute/v2.1/servers/"+web1.ID, "", tok, "X-OpenStack-Nova-API-Version", "two")
+	if status != 400 || body["badRequest"] == nil {
+		t.Errorf("bad microversion: %d %v", status, body)
+	}
+
+	// Filters the dialect does not serve and bad markers are errors, not
+	// ignored.
+	status, _, body = e.raw(t, "GET", "/compute/v2.1/servers/detail?image=x", "", tok)
+	if status != 400 || body["badRequest"] == nil {
+		t.Errorf("unknown filter: %d %v", status, body)
+	}
+	status, _, _ = e.raw(t, "GET", "/compute/v2.1/servers/detail?marker=i-nope", "", tok)
+	if status != 400 {
+		t.Errorf("bad marker: %d", status)
+	}
+	status, _, _ = e.raw(t, "GET", "/compute/v2.1/servers/detail?name=(", "", tok)
+	if status != 400 {
+		t.Errorf("bad regex: %d", status)
+	}
+
+	f, err := flavors.Get(ctx, e.compute, "mc.large").Extract()
+	if err != nil || f.VCPUs != 4 || f.RAM != 8192 {
+		t.Errorf("flavor: %+v, %v", f, err)
+	}
+	_, err = flavors.Get(ctx, e.compute, "m1.tiny").Extract()
+	wantStatus(t, err, http.StatusNotFound)
+}
+
+// TestFaults: minicloud's injected faults and 429s reach dialect
+// operations by name, with Retry-After and the service's error body.
+func TestFaults(t *testing.T) {
+	e := startEnv(t, minicloudtest.Options{}, openstack.Options{})
+	ctx := context.Background()
+	if _, err := e.mc.Client.SetFaults(ctx, api.Faults{ThrottleRate: 1, Operations: []string{"GET /compute/v2.1/servers/detail"}}); err != nil {
+		t.Fatalf("faults on a dialect operation: %v", err)
+	}
+	tok := e.token(t)
+	status, hdr, body := e.raw(t, "GET", "/compute/v2.1/servers/detail", "", tok)
+	if status != http.StatusTooManyRequests || hdr.Get("Retry-After") == "" || body["overLimit"] == nil {
+		t.Errorf("throttled: %d %v %v", status, hdr, body)
+	}
+	if status, _, _ := e.raw(t, "GET", "/network/v2.0/networks", "", tok); status != 200 {
+		t.Errorf("unfaulted operation: %d", status)
+	}
+	if _, err := e.mc.Client.SetFaults(ctx, api.Faults{ErrorRate: 1, Operations: []string{"GET /network/v2.0/networks"}}); err != nil {
+		t.Fatal(err)
+	}
+	status, _, body = e.raw(t, "GET", "/network/v2.0/networks", "", tok)
+	if status != 500 || body["NeutronError"] == nil {
+		t.Errorf("injected error: %d %v", status, body)
+	}
+	st, _ := e.mc.Client.Stats(ctx)
+	if st.Throttled != 1 || st.Errors != 1 || st.ThrottledByOperation["GET /compute/v2.1/servers/detail"] != 1 {
+		t.Errorf("stats: %+v", st)
+	}
+}
+
+// TestRateLimit: the minicloud token's budget applies to its Keystone
+// tokens; gophercloud sees 429.
+func TestRateLimit(t *testing.T) {
+	e := startEnv(t, minicloudtest.Options{RateLimit: 0.001, Burst: 2}, openstack.Options{})
+	// The authentication spent the first request of the burst; one more
+	// goes through, then 429.
+	ctx := context.Background()
+	if _, err := servers.List(e.compute, nil).AllPages(ctx); err != nil {
+		t.Fatalf("within the burst: %v", err)
+	}
+	_, err := servers.List(e.compute, nil).AllPages(ctx)
+	wantStatus(t, err, http.StatusTooManyRequests)
+	var ue gophercloud.ErrUnexpectedResponseCode
+	if !asUnexpected(err, &ue) || ue.ResponseHeader.Get("Retry-After") == "" {
+		t.Errorf("429 without Retry-After: %v", err)
+	}
+}
+
+func asUnexpected(err error, ue *gophercloud.ErrUnexpectedResponseCode) bool {
+	for err != nil {
+		if u, ok := err.(gophercloud.ErrUnexpectedResponseCode); ok {
+			*ue = u
+			return true
+		}
+		if u, ok := err.(interface{ Unwrap() error }); ok {
+			err = u.Unwrap()
+			continue
+		}
+		return false
+	}
+	return false
+}
