@@ -1,6 +1,7 @@
 package openstack
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -574,12 +575,28 @@ func (d *Dialect) vipPortLB(r *request, portID string) (*lbRecord, error) {
 	return nil, notFound("Port %s could not be found.", portID)
 }
 
+// optString is a JSON string attribute that may be absent, null or set:
+// a floating IP update with "port_id": null disassociates it.
+type optString struct {
+	set   bool
+	value string
+}
+
+func (o *optString) UnmarshalJSON(b []byte) error {
+	o.set = true
+	if string(b) == "null" {
+		o.value = ""
+		return nil
+	}
+	return json.Unmarshal(b, &o.value)
+}
+
 type fipWrite struct {
 	FloatingIP struct {
 		FloatingNetworkID string  `json:"floating_network_id"`
 		SubnetID          string  `json:"subnet_id"`
 		FloatingIPAddress string  `json:"floating_ip_address"`
-		PortID            *string `json:"port_id"`
+		PortID            optString `json:"port_id"`
 		FixedIPAddress    string  `json:"fixed_ip_address"`
 		Description       *string `json:"description"`
 		ProjectID         string  `json:"project_id"`
@@ -643,10 +660,7 @@ func (d *Dialect) createFloatingIP(r *request) (int, any, error) {
 	}
 	d.octMu.Lock()
 	defer d.octMu.Unlock()
-	portID := ""
-	if c.PortID != nil {
-		portID = *c.PortID
-	}
+	portID := c.PortID.value
 	lb, err := d.checkAssociation(r, "", portID, c.FixedIPAddress)
 	if err != nil {
 		return 0, nil, err
@@ -721,11 +735,11 @@ func (d *Dialect) updateFloatingIP(r *request) (int, any, error) {
 		return 0, nil, err
 	}
 	oldPort := f.PortID
-	if u.PortID != nil {
-		if _, err := d.checkAssociation(r, f.ID, *u.PortID, u.FixedIPAddress); err != nil {
+	if u.PortID.set {
+		if _, err := d.checkAssociation(r, f.ID, u.PortID.value, u.FixedIPAddress); err != nil {
 			return 0, nil, err
 		}
-		f.PortID = *u.PortID
+		f.PortID = u.PortID.value
 	}
 	if u.Description != nil {
 		f.Description = *u.Description

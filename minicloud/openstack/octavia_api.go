@@ -361,6 +361,27 @@ func monitorObjects(d *Dialect, r *request, lbs []lbRecord) ([]object, error) {
 	return out, nil
 }
 
+// samples build an object of each collection that can be empty, to check
+// filter names against.
+var samples = map[string]func() object{
+	"loadbalancers": func() object { return toObject(lbBody(&lbRecord{})) },
+	"listeners":     func() object { return toObject(listenerBody(&lbRecord{}, &listener{})) },
+	"pools":         func() object { return toObject(poolBody(&lbRecord{}, &pool{})) },
+	"members":       func() object { return toObject(memberBody(&lbRecord{}, &pool{}, &member{}, nil)) },
+	"healthmonitors": func() object {
+		return toObject(monitorBody(&lbRecord{}, &pool{}, &monitor{Type: "HTTP"}))
+	},
+	"floatingips": func() object { return toObject((&Dialect{}).fipBody(fipRecord{}, nil)) },
+}
+
+func clone(q map[string][]string) map[string][]string {
+	out := make(map[string][]string, len(q))
+	for k, v := range q {
+		out[k] = v
+	}
+	return out
+}
+
 type objectsFunc func(d *Dialect, r *request, lbs []lbRecord) ([]object, error)
 
 func octaviaAttrErr(k string) error {
@@ -392,6 +413,16 @@ func (d *Dialect) octaviaList(coll string, sp special, objs objectsFunc) handler
 
 // listAnswer filters, sorts by ID and pages objects into a list body.
 func listAnswer(r *request, coll string, all []object, q map[string][]string, sp special, p pageParams, attrErr, markerErr func(string) error) (int, any, error) {
+	if len(all) == 0 {
+		// An empty collection still refuses filters it does not have.
+		if sample := samples[coll]; sample != nil {
+			all = []object{sample()}
+			if _, err := filterObjects(all, clone(q), sp, attrErr); err != nil {
+				return 0, nil, err
+			}
+			all = nil
+		}
+	}
 	slices.SortFunc(all, func(a, b object) int { return strings.Compare(fmt.Sprint(a["id"]), fmt.Sprint(b["id"])) })
 	if fs, ok := q["fields"]; ok && !slices.Contains(fs, "id") {
 		// Paging needs the ID.
