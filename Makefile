@@ -26,9 +26,12 @@ dev: kubebins ## Run stratus on a local cluster and cloud until Ctrl-C (stratus 
 kubebins: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl at pinned versions into .cache/kubebins (once).
 	hack/kubebins/build.sh
 
-.PHONY: kubebins-vsphere
+.PHONY: kubebins-vsphere kubebins-openstack
 kubebins-vsphere: ## Build the upstream vSphere CCM (vsphere-ccm) and stratus-ccm with the upstream vSphere provider (stratus-cpv) into .cache/kubebins (once; minutes).
 	hack/kubebins/build.sh vsphere-ccm stratus-cpv
+
+kubebins-openstack: ## Build the upstream OpenStack CCM (openstack-ccm), the peer run against minicloud's OpenStack dialect, into .cache/kubebins (once; minutes).
+	hack/kubebins/build.sh openstack-ccm
 
 .PHONY: test
 test: kubebins kubebins-vsphere ## Run all tests against a real control plane (what CI runs).

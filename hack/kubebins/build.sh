@@ -5,13 +5,14 @@
 #   kwok, and ccm: the upstream cloud-controller-manager with providers/minicloud)
 # and, on request, the upstream vSphere builds: vsphere-ccm (the upstream
 # cloud-controller-manager with the upstream vSphere provider) and stratus-cpv
-# (stratus-ccm with the upstream vSphere provider).
+# (stratus-ccm with the upstream vSphere provider); and openstack-ccm (the upstream
+# cloud-controller-manager with the upstream OpenStack provider).
 # A binary that is already there is not rebuilt, so a second run takes well under a
 # second.
 # Usage: hack/kubebins/build.sh [--print-dir] [NAME...]
 #   With NAMEs (e.g. vsphere-ccm stratus-cpv), builds only those. Without, builds the
-#   default set, plus kwok with KUBEBINS_KWOK=1 and the vSphere builds with
-#   KUBEBINS_VSPHERE=1.
+#   default set, plus kwok with KUBEBINS_KWOK=1, the vSphere builds with
+#   KUBEBINS_VSPHERE=1 and openstack-ccm with KUBEBINS_OPENSTACK=1.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,7 +27,7 @@ if [[ "${1:-}" == "--print-dir" ]]; then
 	exit 0
 fi
 
-all_names="etcd kube-apiserver kubectl kube-controller-manager helm kwok ccm vsphere-ccm stratus-cpv"
+all_names="etcd kube-apiserver kubectl kube-controller-manager helm kwok ccm vsphere-ccm stratus-cpv openstack-ccm"
 for name in "$@"; do
 	if [[ " $all_names " != *" $name "* ]]; then
 		echo "kubebins: unknown binary $name (want some of: $all_names)" >&2
@@ -117,4 +118,10 @@ if wanted stratus-cpv KUBEBINS_VSPHERE; then
 	build stratus-cpv stratus-cpv github.com/stratus-ccm/stratus/hack/kubebins/stratus-cpv \
 		"$K8S_VERSION+cpv-$CPV_VERSION+$(sources go.mod go.sum cmd internal pkg providers minicloud hack/kubebins/stratus-cpv)" \
 		"$k8s_ldflags -X main.version=cpv-$CPV_VERSION"
+fi
+# The upstream OpenStack provider (and its gophercloud) adds minutes to a cold
+# build, so openstack-ccm is built only on request too; it shares ccm's main.
+if wanted openstack-ccm KUBEBINS_OPENSTACK; then
+	build openstack-ccm openstack-ccm github.com/stratus-ccm/stratus/hack/kubebins/openstack-ccm \
+		"$K8S_VERSION+occm-$OCCM_VERSION+$(sources hack/kubebins/ccm/upstream hack/kubebins/openstack-ccm)" "$k8s_ldflags"
 fi

@@ -1,7 +1,7 @@
 // Package upstream is the main of the upstream cloud-controller-manager:
 // the controllers of k8s.io/cloud-provider's app package, unchanged, for
 // whichever providers the calling binary compiles in (a blank import that
-// registers them). The ccm and vsphere-ccm binaries of hack/kubebins are
+// registers them). The ccm, vsphere-ccm and openstack-ccm binaries of hack/kubebins are
 // this package plus their provider.
 package upstream
 
