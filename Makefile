@@ -34,7 +34,7 @@ kubebins-openstack: ## Build the upstream OpenStack CCM (openstack-ccm), the pee
 	hack/kubebins/build.sh openstack-ccm
 
 .PHONY: test
-test: kubebins kubebins-vsphere ## Run all tests against a real control plane (what CI runs).
+test: kubebins kubebins-vsphere kubebins-openstack ## Run all tests against a real control plane (what CI runs).
 	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) go test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: bench

@@ -15,4 +15,11 @@
 // ("stratus-cpv") and stratus-ccm with providers/vsphere; both stratus runs
 // are compared with the upstream one. The test lives in compat_test.go and
 // friends; this file only documents the package.
+//
+// openstack_test.go runs the upstream OpenStack CCM (hack/kubebins'
+// openstack-ccm, k8s.io/cloud-provider-openstack unchanged) against
+// minicloud's OpenStack dialect: node initialization, shutdown and deletion,
+// load balancers with and without a floating IP carrying traffic, and routes.
+// It is an oracle for the dialect, not a comparison (stratus has no OpenStack
+// provider yet).
 package compat
