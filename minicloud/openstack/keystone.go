@@ -30,7 +30,7 @@ type token struct {
 	expires   time.Time
 }
 
-var identitySvc = &service{name: "identity", prefix: IdentityPrefix, errorBody: identityError}
+var identitySvc = &service{prefix: IdentityPrefix, errorBody: identityError}
 
 // identityError is Keystone's (and keystonemiddleware's) error body.
 func identityError(status int, msg string) any {

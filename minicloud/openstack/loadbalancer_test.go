@@ -19,6 +19,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 
+	"k8s.io/apimachinery/pkg/util/wait"
+
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
@@ -404,4 +406,46 @@ func mustAddr(t *testing.T, s string) netip.Addr {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestRestart: the Octavia tree and floating IPs survive a restart on the
+// same state, and the floating IP carries traffic again.
+func TestRestart(t *testing.T) {
+	le := startLBEnv(t)
+	ctx := context.Background()
+	lb, err := loadbalancers.Create(ctx, le.lb, le.createOpts("web", 18300)).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	le.settle(t, lb.ID)
+	fip, err := floatingips.Create(ctx, le.network, floatingips.CreateOpts{FloatingNetworkID: le.pubNet, PortID: lb.VipPortID}).Extract()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := net.JoinHostPort(fip.FloatingIP, "18300")
+	minicloudtest.CountTCP(t, addr, 1)
+
+	cfg := le.mc.Config
+	if err := le.mc.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if !minicloudtest.Refused(addr) {
+		t.Fatal("the floating IP still listens after the stop")
+	}
+	again := startEnv(t, minicloudtest.Options{Token: le.mc.Token, StateDir: cfg.StateDir, InstanceCIDR: cfg.InstanceCIDR, PublicCIDR: cfg.PublicCIDR, VIPCIDR: cfg.VIPCIDR},
+		openstack.Options{PendingDelay: pending})
+	got, err := loadbalancers.Get(ctx, again.lb, lb.ID).Extract()
+	if err != nil || got.ProvisioningStatus != "ACTIVE" || got.VipAddress != lb.VipAddress || len(got.Listeners) != 1 {
+		t.Fatalf("after restart: %+v, %v", got, err)
+	}
+	var c map[string]int
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 10*time.Second, true, func(context.Context) (bool, error) {
+		return !minicloudtest.Refused(addr), nil
+	})
+	if err != nil {
+		t.Fatalf("floating IP not listening after restart: %v", err)
+	}
+	if c = minicloudtest.CountTCP(t, addr, 2); c["n1"]+c["n2"] != 2 {
+		t.Errorf("traffic through the floating IP after restart: %v", c)
+	}
 }

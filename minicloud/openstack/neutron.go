@@ -16,7 +16,7 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud/store"
 )
 
-var networkSvc = &service{name: "network", prefix: NetworkPrefix, errorBody: networkError}
+var networkSvc = &service{prefix: NetworkPrefix, errorBody: networkError}
 
 // networkError is Neutron's error body.
 func networkError(status int, msg string) any {
@@ -122,6 +122,11 @@ func (d *Dialect) neutronList(coll string, sp special, build func(r *request) ([
 func (d *Dialect) neutronGet(singular string, build func(r *request) ([]object, error)) handler {
 	return func(r *request) (int, any, error) {
 		q := r.URL.Query()
+		for k := range q {
+			if k != "fields" {
+				return 0, nil, badRequest("[%s] is not a parameter of a get; only fields is", k)
+			}
+		}
 		all, err := build(r)
 		if err != nil {
 			return 0, nil, err
@@ -129,7 +134,7 @@ func (d *Dialect) neutronGet(singular string, build func(r *request) ([]object, 
 		id := r.PathValue("id")
 		for _, o := range all {
 			if o["id"] == id {
-				sel, err := filterObjects([]object{o}, fieldsOnly(q), nil, neutronAttrErr)
+				sel, err := filterObjects([]object{o}, q, nil, neutronAttrErr)
 				if err != nil {
 					return 0, nil, err
 				}
@@ -139,15 +144,6 @@ func (d *Dialect) neutronGet(singular string, build func(r *request) ([]object, 
 		name := strings.ReplaceAll(singular, "_", " ")
 		return 0, nil, notFound("%s %s could not be found.", strings.ToUpper(name[:1])+name[1:], id)
 	}
-}
-
-// fieldsOnly keeps the fields selector of a get; a get takes no filter.
-func fieldsOnly(q map[string][]string) map[string][]string {
-	out := map[string][]string{}
-	if fs, ok := q["fields"]; ok {
-		out["fields"] = fs
-	}
-	return out
 }
 
 // fixedIPsFilter matches ports by fixed_ips=ip_address=X and
@@ -593,14 +589,14 @@ func (o *optString) UnmarshalJSON(b []byte) error {
 
 type fipWrite struct {
 	FloatingIP struct {
-		FloatingNetworkID string  `json:"floating_network_id"`
-		SubnetID          string  `json:"subnet_id"`
-		FloatingIPAddress string  `json:"floating_ip_address"`
+		FloatingNetworkID string    `json:"floating_network_id"`
+		SubnetID          string    `json:"subnet_id"`
+		FloatingIPAddress string    `json:"floating_ip_address"`
 		PortID            optString `json:"port_id"`
-		FixedIPAddress    string  `json:"fixed_ip_address"`
-		Description       *string `json:"description"`
-		ProjectID         string  `json:"project_id"`
-		TenantID          string  `json:"tenant_id"`
+		FixedIPAddress    string    `json:"fixed_ip_address"`
+		Description       *string   `json:"description"`
+		ProjectID         string    `json:"project_id"`
+		TenantID          string    `json:"tenant_id"`
 	} `json:"floatingip"`
 }
 

@@ -22,7 +22,7 @@ const (
 	novaEmbeddedFlavor = 47
 )
 
-var computeSvc = &service{name: "compute", prefix: ComputePrefix, errorBody: computeError}
+var computeSvc = &service{prefix: ComputePrefix, errorBody: computeError}
 
 // computeError is Nova's error body: {"itemNotFound": {"code", "message"}}.
 func computeError(status int, msg string) any {
@@ -272,18 +272,14 @@ func serverMatcher(q map[string][]string) (func(api.Instance) bool, error) {
 			if err != nil {
 				return nil, badRequest("Invalid input for query parameters %s: %q is not a regular expression: %v", k, v, err)
 			}
-			field := map[string]func(api.Instance) string{
-				"name": func(i api.Instance) string { return i.Name },
-				"ip":   func(i api.Instance) string { return i.PrivateIP + " " + i.PublicIP },
-				"ip6":  func(i api.Instance) string { return i.PrivateIPv6 },
+			fields := map[string]func(api.Instance) []string{
+				"name": func(i api.Instance) []string { return []string{i.Name} },
+				"ip":   func(i api.Instance) []string { return []string{i.PrivateIP, i.PublicIP} },
+				"ip6":  func(i api.Instance) []string { return []string{i.PrivateIPv6} },
 			}[k]
-			if k == "ip" {
-				checks = append(checks, func(i api.Instance) bool {
-					return re.MatchString(i.PrivateIP) || (i.PublicIP != "" && re.MatchString(i.PublicIP))
-				})
-			} else {
-				checks = append(checks, func(i api.Instance) bool { s := field(i); return s != "" && re.MatchString(s) })
-			}
+			checks = append(checks, func(i api.Instance) bool {
+				return slices.ContainsFunc(fields(i), func(s string) bool { return s != "" && re.MatchString(s) })
+			})
 		case "status":
 			want := strings.ToUpper(v)
 			checks = append(checks, func(i api.Instance) bool {

@@ -359,8 +359,7 @@ func (d *Dialect) effective(lb lbRecord, nativeActive func(id string) bool) *lbR
 	return &lb
 }
 
-// loadLBs reads every Octavia load balancer as it is now, dropping deletes
-// that have finished.
+// loadLBs reads every Octavia load balancer as it is now.
 func (d *Dialect) loadLBs(r *request) ([]lbRecord, error) {
 	var recs []lbRecord
 	err := d.st.View(func(tx *store.Tx) error {
@@ -371,32 +370,62 @@ func (d *Dialect) loadLBs(r *request) ([]lbRecord, error) {
 	if err != nil {
 		return nil, err
 	}
+	return d.settle(r, recs)
+}
+
+// settle applies the status cycle to recs as read now, and records the
+// transitions it sees (a pending write that has ended becomes ACTIVE, a
+// finished delete disappears), so the status never depends on the clock
+// again, after a restart say.
+func (d *Dialect) settle(r *request, recs []lbRecord) ([]lbRecord, error) {
 	native, err := d.nativeStates(r, recs)
 	if err != nil {
 		return nil, err
 	}
-	var out []lbRecord
+	var out, changed []lbRecord
 	var gone []string
 	for _, rec := range recs {
-		if e := d.effective(rec, func(id string) bool { return native[id] == api.LBActive }); e != nil {
-			out = append(out, *e)
-		} else {
+		e := d.effective(rec, func(id string) bool { return native[id] == api.LBActive })
+		switch {
+		case e == nil:
 			gone = append(gone, rec.ID)
+			continue
+		case e.Status != rec.Status:
+			changed = append(changed, *e)
 		}
+		out = append(out, *e)
 	}
-	if len(gone) > 0 {
-		if err := d.st.Update(func(tx *store.Tx) error {
-			for _, id := range gone {
-				if err := tx.Delete(kindLoadBalancers, id); err != nil && !errors.Is(err, store.ErrNotFound) {
-					return err
+	if len(gone)+len(changed) == 0 {
+		return out, nil
+	}
+	err = d.st.Update(func(tx *store.Tx) error {
+		for _, id := range gone {
+			if err := tx.Delete(kindLoadBalancers, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return err
+			}
+		}
+		for _, e := range changed {
+			// Only a record still in the state it was read in: a
+			// concurrent write (under octMu) wins.
+			cur, err := store.Get[lbRecord](tx, kindLoadBalancers, e.ID)
+			if errors.Is(err, store.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			if cur.Status == statusPendingCreate || cur.Status == statusPendingUpdate {
+				if !cur.PendingUntil.After(e.PendingUntil) {
+					cur.Status = e.Status
+					if err := store.Put(tx, kindLoadBalancers, e.ID, cur); err != nil {
+						return err
+					}
 				}
 			}
-			return nil
-		}); err != nil {
-			return nil, err
 		}
-	}
-	return out, nil
+		return nil
+	})
+	return out, err
 }
 
 // nativeStates returns the states of the minicloud load balancers of the
@@ -434,18 +463,14 @@ func (d *Dialect) getLB(r *request, id string) (*lbRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	native, err := d.nativeStates(r, []lbRecord{rec})
+	recs, err := d.settle(r, []lbRecord{rec})
 	if err != nil {
 		return nil, err
 	}
-	e := d.effective(rec, func(id string) bool { return native[id] == api.LBActive })
-	if e == nil {
-		if err := d.st.Update(func(tx *store.Tx) error { return tx.Delete(kindLoadBalancers, id) }); err != nil && !errors.Is(err, store.ErrNotFound) {
-			return nil, err
-		}
+	if len(recs) == 0 {
 		return nil, notFound("Load Balancer %s could not be found.", id)
 	}
-	return e, nil
+	return &recs[0], nil
 }
 
 // findChild returns the load balancer holding the child (listener, pool,

@@ -14,7 +14,7 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud/store"
 )
 
-var lbSvc = &service{name: "load-balancer", prefix: LoadBalancerPrefix, errorBody: octaviaError}
+var lbSvc = &service{prefix: LoadBalancerPrefix, errorBody: octaviaError}
 
 // octaviaError is Octavia's (WSME's) error body.
 func octaviaError(status int, msg string) any {

@@ -135,7 +135,6 @@ func Mount(srv *minicloud.Server, opts Options) (*Dialect, error) {
 
 // service is one OpenStack service: its prefix and error body format.
 type service struct {
-	name   string
 	prefix string
 	// errorBody is the body of an error answer in the service's format.
 	errorBody func(status int, msg string) any
@@ -184,6 +183,7 @@ func (d *Dialect) handle(svc *service, op string, public bool, h handler) {
 		d.srv.RegisterOperations(op)
 	}
 	d.mux.HandleFunc(op, func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
 		req := &request{Request: r, d: d, base: baseURL(r), header: http.Header{}}
 		status, body, err := 0, any(nil), error(nil)
 		if !public {
@@ -196,10 +196,11 @@ func (d *Dialect) handle(svc *service, op string, public bool, h handler) {
 			w.Header()[k] = v
 		}
 		if err != nil {
-			d.writeError(w, req, svc, op, err)
-			return
+			status = d.writeError(w, req, svc, op, err)
+		} else {
+			writeJSON(w, status, body)
 		}
-		writeJSON(w, status, body)
+		d.log.V(1).Info("request", "operation", op, "path", r.URL.Path, "status", status, "duration", time.Since(start))
 	})
 }
 
@@ -224,7 +225,8 @@ func (d *Dialect) admitToken(ctx context.Context, op, mcToken string) error {
 	return err
 }
 
-func (d *Dialect) writeError(w http.ResponseWriter, r *request, svc *service, op string, err error) {
+// writeError answers err in svc's format and returns the status.
+func (d *Dialect) writeError(w http.ResponseWriter, r *request, svc *service, op string, err error) int {
 	var oe *osError
 	var ce *client.Error
 	switch {
@@ -245,9 +247,10 @@ func (d *Dialect) writeError(w http.ResponseWriter, r *request, svc *service, op
 		// format and names the identity service.
 		w.Header().Set("WWW-Authenticate", `Keystone uri="`+r.base+IdentityPrefix+`"`)
 		writeJSON(w, oe.status, identityError(oe.status, oe.msg))
-		return
+		return oe.status
 	}
 	writeJSON(w, oe.status, svc.errorBody(oe.status, oe.msg))
+	return oe.status
 }
 
 func writeJSON(w http.ResponseWriter, status int, body any) {

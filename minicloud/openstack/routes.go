@@ -13,7 +13,6 @@ func (d *Dialect) routes() {
 	d.neutronRoutes()
 	d.octaviaRoutes()
 	for _, svc := range []*service{identitySvc, computeSvc, networkSvc, lbSvc} {
-		svc := svc
 		fallback := svc.prefix + "/"
 		d.mux.HandleFunc(fallback, func(w http.ResponseWriter, hr *http.Request) {
 			r := &request{Request: hr, d: d, base: baseURL(hr), header: http.Header{}}
