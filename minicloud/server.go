@@ -8,7 +8,8 @@
 //
 // Run it with `stratus minicloud serve`, or in-process with NewServer and
 // Serve (package minicloudtest wraps that for tests). The Go client is
-// package client; docs/minicloud.md is the API reference.
+// package client; docs/minicloud.md is the API reference. Package openstack
+// serves an OpenStack dialect of the same cloud on the same server (Mount).
 package minicloud
 
 import (
