@@ -94,8 +94,9 @@ func (p PeerNetwork) validate() error {
 	return nil
 }
 
-// translate returns where a target address is reached.
-func (p PeerNetwork) translate(a netip.Addr) (netip.Addr, bool) {
+// Translate returns where a target address is reached: its counterpart in
+// Via when Network holds it (true), else the address itself (false).
+func (p PeerNetwork) Translate(a netip.Addr) (netip.Addr, bool) {
 	if !p.Network.Contains(a) {
 		return a, false
 	}

@@ -230,7 +230,7 @@ func (r *resolver) resolve(t api.Target) dataplane.Backend {
 	if t.IP != "" {
 		a, _ := netip.ParseAddr(t.IP)
 		for _, p := range r.peers {
-			if via, ok := p.translate(a); ok {
+			if via, ok := p.Translate(a); ok {
 				a = via
 				break
 			}

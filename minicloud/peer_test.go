@@ -32,9 +32,9 @@ func TestPeerNetworks(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ParsePeerNetwork(%q): %v", tc.in, err)
 		}
-		got, _ := pn.translate(netip.MustParseAddr(tc.addr))
+		got, _ := pn.Translate(netip.MustParseAddr(tc.addr))
 		if got.String() != tc.want {
-			t.Errorf("%q: translate(%s) = %s, want %s", tc.in, tc.addr, got, tc.want)
+			t.Errorf("%q: Translate(%s) = %s, want %s", tc.in, tc.addr, got, tc.want)
 		}
 	}
 	cfg := DefaultConfig()

@@ -4,7 +4,6 @@
 package vcsim
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -25,23 +24,11 @@ const (
 	defaultListen   = "127.0.0.1:8989"
 	defaultStateDir = ".stratus/vcsim"
 	defaultVMs      = 3
-	// stateFileName holds what the client commands need to reach the
-	// server: URL, credentials, CA file and thumbprint.
-	stateFileName  = "server.json"
-	caFileName     = "ca.pem"
-	configFileName = "cloud-config.yaml"
+	caFileName      = "ca.pem"
+	configFileName  = "cloud-config.yaml"
 	// ReadyLine is printed once the server answers.
 	ReadyLine = "vcsim ready; Ctrl-C stops it"
 )
-
-// state is the content of <state-dir>/server.json.
-type state struct {
-	Server     string `json:"server"` // https://host:port
-	Username   string `json:"username"`
-	Password   string `json:"password"`
-	CAFile     string `json:"caFile,omitempty"`
-	Thumbprint string `json:"thumbprint,omitempty"`
-}
 
 // NewCommand returns the `vcsim` command.
 func NewCommand() *cobra.Command {
@@ -93,13 +80,8 @@ docs/vsphere.md.`,
 			if err := os.WriteFile(configFile, config, 0o600); err != nil {
 				return fmt.Errorf("write the cloud config: %w", err)
 			}
-			st := state{
-				Server: s.URL().Scheme + "://" + s.Addr(), Username: s.Username(), Password: s.Password(),
-				CAFile: s.CAFile(), Thumbprint: s.Thumbprint(),
-			}
-			raw, _ := json.MarshalIndent(st, "", "  ")
-			if err := os.WriteFile(filepath.Join(stateDir, stateFileName), append(raw, '\n'), 0o600); err != nil {
-				return fmt.Errorf("write the server state: %w", err)
+			if err := vcsim.WriteState(stateDir, s.State()); err != nil {
+				return err
 			}
 			printBanner(cmd, s, configFile, config)
 			<-cmd.Context().Done()
@@ -153,7 +135,11 @@ type clientFlags struct {
 func addClientFlags(cmd *cobra.Command) *clientFlags {
 	f := &clientFlags{}
 	p := cmd.PersistentFlags()
-	p.StringVar(&f.stateDir, "state-dir", defaultStateDir, "state dir of the running `stratus vcsim`, for the defaults of the other flags")
+	stateDir := defaultStateDir
+	if dir := os.Getenv(vcsim.StateDirEnv); dir != "" {
+		stateDir = dir
+	}
+	p.StringVar(&f.stateDir, "state-dir", stateDir, "state dir of the running `stratus vcsim` (or `stratus dev --cloud vsphere`), for the defaults of the other flags; $"+vcsim.StateDirEnv+" sets its default")
 	p.StringVar(&f.server, "server", "", "server URL (default: from the state dir, else https://"+defaultListen+")")
 	p.StringVar(&f.username, "username", "", "user name (default: from the state dir, else "+vcsim.DefaultUsername+")")
 	p.StringVar(&f.password, "password", "", "password (default: from the state dir, else "+vcsim.DefaultPassword+")")
@@ -170,19 +156,16 @@ func (f *clientFlags) remote() (*vcsim.Remote, error) {
 	if f.output != "table" && f.output != "json" {
 		return nil, fmt.Errorf("--output %q: want table or json", f.output)
 	}
-	var st state
-	raw, err := os.ReadFile(filepath.Join(f.stateDir, stateFileName))
+	st, err := vcsim.ReadState(f.stateDir)
 	switch {
 	case err == nil:
-		if err := json.Unmarshal(raw, &st); err != nil {
-			return nil, fmt.Errorf("--state-dir: %s: %w", filepath.Join(f.stateDir, stateFileName), err)
-		}
 	case errors.Is(err, fs.ErrNotExist):
-		st = state{Server: "https://" + defaultListen, Username: vcsim.DefaultUsername, Password: vcsim.DefaultPassword}
+		st = vcsim.State{Server: "https://" + defaultListen, Username: vcsim.DefaultUsername, Password: vcsim.DefaultPassword}
 	default:
 		return nil, fmt.Errorf("--state-dir: %w", err)
 	}
-	o := vcsim.RemoteOptions{Server: st.Server, Username: st.Username, Password: st.Password, CAFile: st.CAFile, Thumbprint: st.Thumbprint, Insecure: f.insecure}
+	o := st.RemoteOptions()
+	o.Insecure = f.insecure
 	for _, v := range []struct{ flag, dst *string }{{&f.server, &o.Server}, {&f.username, &o.Username}, {&f.password, &o.Password}} {
 		if *v.flag != "" {
 			*v.dst = *v.flag

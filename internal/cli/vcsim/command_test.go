@@ -85,7 +85,7 @@ func mustRun(t *testing.T, args ...string) string {
 
 // soapClient logs in to the served vCenter the way a provider would, from
 // the files the command wrote.
-func soapClient(t *testing.T, st state) *vim25.Client {
+func soapClient(t *testing.T, st vcsim.State) *vim25.Client {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -131,12 +131,8 @@ func TestServeAndDrive(t *testing.T) {
 	dir := t.TempDir()
 	banner := serve(t, "--listen", "127.0.0.1:0", "--vms", "2", "--state-dir", dir, "--username", "admin", "--password", "s3cret")
 
-	raw, err := os.ReadFile(filepath.Join(dir, stateFileName))
+	st, err := vcsim.ReadState(dir)
 	if err != nil {
-		t.Fatal(err)
-	}
-	var st state
-	if err := json.Unmarshal(raw, &st); err != nil {
 		t.Fatal(err)
 	}
 	if st.Username != "admin" || st.Password != "s3cret" || st.CAFile != filepath.Join(dir, caFileName) || len(st.Thumbprint) != 59 {
@@ -197,6 +193,12 @@ func TestServeAndDrive(t *testing.T) {
 	}
 	if out := mustRun(t, "requests", sd); !strings.Contains(out, "TOTAL") || strings.Contains(out, "Login") {
 		t.Errorf("requests after --reset:\n%s", out)
+	}
+	// Without --state-dir, $STRATUS_VCSIM_STATE_DIR names it (as the env
+	// file of stratus dev --cloud vsphere sets it).
+	t.Setenv(vcsim.StateDirEnv, dir)
+	if out := mustRun(t, "vm", "get", "node-0", "-o", "json"); !strings.Contains(out, `"name": "node-0"`) && !strings.Contains(out, `"name":"node-0"`) {
+		t.Errorf("vm get with $%s:\n%s", vcsim.StateDirEnv, out)
 	}
 
 	// Explicit flags override the state dir; errors name what failed.
