@@ -13,7 +13,7 @@ import (
 
 // newDevCommand returns `stratus dev`: the one-command local environment,
 // `stratus dev demo`, the guided tour against it, and `stratus dev
-// minicloud`, which stops and starts its cloud.
+// minicloud|vcsim`, which stop and start its clouds.
 func newDevCommand() *cobra.Command {
 	opts := devenv.Options{}
 	cmd := &cobra.Command{
@@ -22,11 +22,14 @@ func newDevCommand() *cobra.Command {
 		Long: `dev starts a complete local environment and keeps it running until Ctrl-C:
 etcd, kube-apiserver and kube-controller-manager (built once by hack/kubebins),
 minicloud, the stratus-ccm manager configured for it, and --nodes simulated
-kubelets backed by minicloud instances. It writes <state-dir>/kubeconfig and
+kubelets backed by minicloud instances. With --cloud vsphere the machines are
+VMs of a simulated vCenter (vcsim, driven with "stratus vcsim vm ...") and
+minicloud serves only the load balancers. It writes <state-dir>/kubeconfig and
 <state-dir>/env, logs each component under <state-dir>/logs, prints what
 stratus does, and prints "` + devenv.ReadyLine + `" once the nodes are registered.
 A manager that exits is restarted (with a backoff); "stratus dev minicloud
-stop|start" takes the cloud down and up for outage drills. Starting it again
+stop|start" (and "stratus dev vcsim stop|start") take a cloud down and up for
+outage drills. Starting it again
 reuses the state. See docs/dev.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -37,32 +40,37 @@ reuses the state. See docs/dev.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.StateDir, "state-dir", devenv.DefaultStateDir, "where the cluster, the cloud, kubeconfig, env and logs are kept")
-	f.IntVar(&opts.Nodes, "nodes", devenv.DefaultNodes, "number of nodes (minicloud instances with a simulated kubelet) to have at least")
-	f.IntVar(&opts.PortBase, "port-base", 0, "first of 6 consecutive local ports to use (default: free ports)")
+	f.StringVar(&opts.Cloud, "cloud", devenv.CloudMinicloud, "where the nodes' machines come from: "+strings.Join(devenv.Clouds, " or ")+" (a simulated vCenter; load balancers from minicloud)")
+	f.IntVar(&opts.Nodes, "nodes", devenv.DefaultNodes, "number of nodes (minicloud instances or vSphere VMs with a simulated kubelet) to have at least")
+	f.IntVar(&opts.PortBase, "port-base", 0, "first of 7 consecutive local ports to use (default: free ports)")
 	f.IntVar(&opts.AddressBlock, "address-block", 0, "X in 127.X.0.0/16, the loopback block of instance IPs and load-balancer VIPs (default: saved in the state dir, else derived from its path)")
 	f.StringVar(&opts.KubeBinDir, "kube-bin-dir", "", "folder with etcd, kube-apiserver and kube-controller-manager (default: built by hack/kubebins/build.sh)")
 	f.StringVar(&opts.ManagerBinary, "manager-binary", "", "stratus-ccm binary to run (default: next to this binary, else built from the repository)")
 	f.BoolVar(&opts.NoManager, "no-manager", false, "start everything but stratus-ccm (its flags are written to <state-dir>/manager.args)")
-	cmd.AddCommand(newDevDemoCommand(), newDevMinicloudCommand())
+	cmd.AddCommand(newDevDemoCommand(), newDevDrillCommand("minicloud", `minicloud stops or starts the minicloud of the "stratus dev" running on
+--state-dir, without stopping anything else: "stop" takes its API and load
+balancers down (stratus sees a cloud outage), "start" brings them back with
+the state they had (kept in <state-dir>/minicloud), "status" says which.`),
+		newDevDrillCommand("vcsim", `vcsim stops or starts the simulated vCenter of the "stratus dev --cloud
+vsphere" running on --state-dir, without stopping anything else: "stop"
+refuses its connections (stratus sees a vCenter outage; the VMs and their
+kubelets keep running), "start" serves the same VMs again on the same
+address, "status" says which.`))
 	return cmd
 }
 
-// newDevMinicloudCommand returns `stratus dev minicloud stop|start|status`,
-// which stop and start the minicloud of a running `stratus dev` for fault
-// drills.
-func newDevMinicloudCommand() *cobra.Command {
+// newDevDrillCommand returns `stratus dev <target> stop|start|status`,
+// which stop and start a cloud of a running `stratus dev` for fault drills.
+func newDevDrillCommand(target, long string) *cobra.Command {
 	var stateDir string
 	cmd := &cobra.Command{
-		Use:   "minicloud stop|start|status",
-		Short: "Stop or start the minicloud of a running `stratus dev` (outage drills)",
-		Long: `minicloud stops or starts the minicloud of the "stratus dev" running on
---state-dir, without stopping anything else: "stop" takes its API and load
-balancers down (stratus sees a cloud outage), "start" brings them back with
-the state they had (kept in <state-dir>/minicloud), "status" says which.`,
+		Use:       target + " stop|start|status",
+		Short:     "Stop or start the " + target + " of a running `stratus dev` (outage drills)",
+		Long:      long,
 		Args:      cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
-		ValidArgs: devenv.MinicloudActions,
+		ValidArgs: devenv.ControlActions,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			msg, err := devenv.MinicloudControl(cmd.Context(), stateDir, args[0])
+			msg, err := devenv.Control(cmd.Context(), stateDir, target, args[0])
 			if err != nil {
 				return err
 			}
@@ -83,7 +91,10 @@ func newDevDemoCommand() *cobra.Command {
 --state-dir) and walks through the story with progress output: nodes initialized
 with zone and type labels, a LoadBalancer Service that gets an external IP, an
 HTTP request through that IP reaching a node, a stopped instance whose node gets
-the shutdown taint, and a deleted instance whose node is removed.`,
+the shutdown taint, and a deleted instance whose node is removed. On a
+"stratus dev --cloud vsphere" the machine is a VM: created, powered off (the
+shutdown taint) and destroyed (out of the load balancer at once, the node
+removed after the grace period).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return devenv.Demo(cmd.Context(), devenv.DemoOptions{StateDir: stateDir, Out: cmd.OutOrStdout()})

@@ -30,22 +30,23 @@ const (
 	NodeMonitorGracePeriod = 20 * time.Second
 )
 
-// Ports are the TCP ports on 127.0.0.1 a dev environment listens on.
+// Ports are the TCP ports on 127.0.0.1 a dev environment listens on
+// (VCenter, the simulated vCenter's, only with --cloud vsphere).
 type Ports struct {
-	EtcdClient, EtcdPeer, APIServer, ControllerManager, Minicloud, Manager int
+	EtcdClient, EtcdPeer, APIServer, ControllerManager, Minicloud, Manager, VCenter int
 }
 
 // portCount is the number of fields of Ports: --port-base P uses P..P+portCount-1.
-const portCount = 6
+const portCount = 7
 
 // PortsFrom returns the ports base, base+1, ... in field order.
 func PortsFrom(base int) Ports {
-	return Ports{base, base + 1, base + 2, base + 3, base + 4, base + 5}
+	return Ports{base, base + 1, base + 2, base + 3, base + 4, base + 5, base + 6}
 }
 
 // list returns the ports in field order.
 func (p Ports) list() []int {
-	return []int{p.EtcdClient, p.EtcdPeer, p.APIServer, p.ControllerManager, p.Minicloud, p.Manager}
+	return []int{p.EtcdClient, p.EtcdPeer, p.APIServer, p.ControllerManager, p.Minicloud, p.Manager, p.VCenter}
 }
 
 // allFree reports whether every port is set and can be listened on now.
@@ -89,7 +90,7 @@ func FreePorts() (Ports, error) {
 		lns = append(lns, l)
 		ps[i] = l.Addr().(*net.TCPAddr).Port
 	}
-	return Ports{ps[0], ps[1], ps[2], ps[3], ps[4], ps[5]}, nil
+	return Ports{ps[0], ps[1], ps[2], ps[3], ps[4], ps[5], ps[6]}, nil
 }
 
 // ControlPlane is etcd, kube-apiserver and kube-controller-manager running as

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/stratus-ccm/stratus/internal/vcsim"
 	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
@@ -60,8 +62,12 @@ type Options struct {
 	// StateDir holds the cluster (etcd data, certificates), the cloud's
 	// database, kubeconfig, env and logs/. Default DefaultStateDir.
 	StateDir string
-	// Nodes is how many instances (and kubelets) the environment has at
-	// least; existing ones are reused. Default DefaultNodes.
+	// Cloud is where the nodes' machines come from: CloudMinicloud
+	// (default; minicloud instances) or CloudVSphere (VMs of a simulated
+	// vCenter in this process; minicloud still serves the load balancers).
+	Cloud string
+	// Nodes is how many instances or VMs (and kubelets) the environment has
+	// at least; existing instances are reused. Default DefaultNodes.
 	Nodes int
 	// PortBase, if set, is the first of the consecutive ports used (see
 	// Ports); otherwise free ports are picked.
@@ -95,6 +101,12 @@ func (o *Options) defaults() error {
 		return fmt.Errorf("state dir %s: %w", o.StateDir, err)
 	}
 	o.StateDir = abs
+	if o.Cloud == "" {
+		o.Cloud = CloudMinicloud
+	}
+	if !slices.Contains(Clouds, o.Cloud) {
+		return fmt.Errorf("--cloud %q: want one of %s", o.Cloud, strings.Join(Clouds, ", "))
+	}
 	if o.Nodes == 0 {
 		o.Nodes = DefaultNodes
 	}
@@ -162,7 +174,11 @@ type env struct {
 		url, token, tokenFile string
 		client                *client.Client
 	}
+	// vc is the simulated vCenter of --cloud vsphere (else nil).
+	vc *vcsim.Server
 }
+
+func (e *env) vsphere() bool { return e.opts.Cloud == CloudVSphere }
 
 func (e *env) say(format string, args ...any) {
 	fmt.Fprintf(e.out, "%s  %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
@@ -186,6 +202,9 @@ func (e *env) run(ctx context.Context) error {
 
 	// Everything that can be wrong with the options or the state is found
 	// before the first process starts.
+	if err := checkCloud(e.opts.StateDir, e.opts.Cloud); err != nil {
+		return err
+	}
 	if e.block, err = addressBlock(e.opts.StateDir, e.opts.AddressBlock); err != nil {
 		return err
 	}
@@ -225,6 +244,13 @@ func (e *env) run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = cloud.stop() }()
+	if e.vsphere() {
+		e.say("starting a simulated vCenter on %s with %d VMs (vSphere machines; minicloud serves the load balancers)", e.vcenterAddr(), e.opts.Nodes)
+		if e.vc, err = e.startVCenter(runCtx); err != nil {
+			return err
+		}
+		defer e.vc.Close()
+	}
 	waitControl, err := e.serveControl(runCtx, cloud)
 	if err != nil {
 		return err
@@ -234,7 +260,15 @@ func (e *env) run(ctx context.Context) error {
 	if err := e.writeEnvFile(); err != nil {
 		return err
 	}
-	nodes, err := e.ensureInstances(runCtx)
+	var nodes []string
+	if e.vsphere() {
+		if err := e.deleteStaleNodes(runCtx, cs, e.vc); err != nil {
+			return err
+		}
+		nodes, err = poweredOnVMs(runCtx, e.vc)
+	} else {
+		nodes, err = e.ensureInstances(runCtx)
+	}
 	if err != nil {
 		return err
 	}
@@ -258,7 +292,10 @@ func (e *env) run(ctx context.Context) error {
 		return err
 	}
 
-	f := &fleet{cloud: e.cloud.client, client: cs, say: e.say}
+	f := &fleet{list: minicloudMachines(e.cloud.client), client: cs, say: e.say}
+	if e.vsphere() {
+		f.list = vsphereMachines(e.vc, peerNetwork(e.block))
+	}
 	fleetDone := make(chan struct{})
 	go func() { defer close(fleetDone); f.run(runCtx) }()
 	defer func() { cancel(); <-fleetDone }()
@@ -274,7 +311,11 @@ func (e *env) run(ctx context.Context) error {
 
 	select {
 	case <-ctx.Done():
-		e.say("stopping (Ctrl-C): kubelets, manager, minicloud, control plane")
+		if e.vsphere() {
+			e.say("stopping (Ctrl-C): kubelets, manager, vcsim, minicloud, control plane")
+		} else {
+			e.say("stopping (Ctrl-C): kubelets, manager, minicloud, control plane")
+		}
 		return nil
 	case err := <-failed:
 		return fmt.Errorf("%w (logs in %s)", err, filepath.Join(e.opts.StateDir, "logs"))
@@ -388,6 +429,13 @@ func (e *env) startCloud(ctx context.Context, logger logr.Logger) (*cloudServer,
 	cfg.StateDir = dir
 	cfg.Tokens = []string{token}
 	cfg.InstanceCIDR, cfg.PublicCIDR, cfg.VIPCIDR = addressPools(e.block)
+	if e.vsphere() {
+		// The instance pool's upper half is where the VMs' node agents
+		// listen; load balancers reach the VMs' network there.
+		peer := peerNetwork(e.block)
+		cfg.InstanceCIDR = netip.PrefixFrom(cfg.InstanceCIDR.Addr(), peer.Via.Bits())
+		cfg.PeerNetworks = []minicloud.PeerNetwork{peer}
+	}
 	cfg.Logger = logger
 	cloud := &cloudServer{cfg: cfg, addr: e.cloudAddr(), log: logger, say: e.say, base: ctx}
 	if err := cloud.start(); err != nil {
@@ -460,24 +508,34 @@ func (e *env) ensureInstances(ctx context.Context) ([]string, error) {
 }
 
 // managerArgs are the flags of stratus-ccm in the dev environment.
+//
+// With --cloud vsphere the providers are in the --config file (vsphere for
+// nodes, minicloud for load balancers) and no provider programs routes:
+// the VMs are not minicloud instances, which minicloud's routes point at.
 func (e *env) managerArgs() []string {
-	return []string{
-		"--kubeconfig=" + e.cp.KubeconfigPath(),
-		"--cloud-provider=minicloud",
-		"--cloud-config=" + e.cloudConfigPath(),
-		"--config=" + e.managerConfigPath(),
-		"--cluster-name=" + ClusterName,
-		"--cluster-cidr=" + ClusterCIDR,
-		"--configure-cloud-routes=true",
+	args := []string{"--kubeconfig=" + e.cp.KubeconfigPath()}
+	if e.vsphere() {
+		args = append(args, "--config="+e.managerConfigPath(), "--configure-cloud-routes=false")
+	} else {
+		args = append(args,
+			"--cloud-provider=minicloud",
+			"--cloud-config="+e.cloudConfigPath(),
+			"--config="+e.managerConfigPath(),
+			"--configure-cloud-routes=true",
+			"--route-reconciliation-period=5s",
+		)
+	}
+	return append(args,
+		"--cluster-name="+ClusterName,
+		"--cluster-cidr="+ClusterCIDR,
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
-		"--secure-port=" + strconv.Itoa(e.ports.Manager),
+		"--secure-port="+strconv.Itoa(e.ports.Manager),
 		"--node-monitor-period=5s",
 		// A deleted instance's node goes soon after it is NotReady (the
 		// default 1m is for real clusters); keeps the demo snappy.
-		"--node-deletion-grace-period=" + NodeDeletionGracePeriod.String(),
-		"--route-reconciliation-period=5s",
-	}
+		"--node-deletion-grace-period="+NodeDeletionGracePeriod.String(),
+	)
 }
 
 func (e *env) cloudConfigPath() string { return filepath.Join(e.opts.StateDir, "minicloud.yaml") }
@@ -495,15 +553,36 @@ nodeLifecycle:
   deletionBudgetWindow: 1m
 `
 
+// hybridProviders is the providers part of the manager's config with
+// --cloud vsphere: the VMs' nodes from vsphere, load balancers from
+// minicloud, no routes provider.
+const hybridProviders = `providers:
+- name: vsphere
+  type: vsphere
+  cloudConfigFile: %s
+- name: minicloud
+  type: minicloud
+  cloudConfigFile: %s
+defaultNodeProvider: vsphere
+defaultLoadBalancerProvider: minicloud
+`
+
 // writeCloudConfig writes the provider's cloud-config (where minicloud is
 // and the file holding its token, never the token itself) and the
 // manager's config file.
 func (e *env) writeCloudConfig() error {
 	body := fmt.Sprintf("url: %s\ntokenFile: %s\n", e.cloud.url, e.cloud.tokenFile)
+	config := managerConfig
+	if e.vsphere() {
+		// The vSphere nodes are no minicloud instances: load balancers
+		// send their traffic to the nodes' InternalIPs.
+		body += "foreignNodes: internalIP\n"
+		config += fmt.Sprintf(hybridProviders, e.vsphereConfigPath(), e.cloudConfigPath())
+	}
 	if err := os.WriteFile(e.cloudConfigPath(), []byte(body), 0o644); err != nil {
 		return fmt.Errorf("write cloud-config: %w", err)
 	}
-	if err := os.WriteFile(e.managerConfigPath(), []byte(managerConfig), 0o644); err != nil {
+	if err := os.WriteFile(e.managerConfigPath(), []byte(config), 0o644); err != nil {
 		return fmt.Errorf("write manager config: %w", err)
 	}
 	return nil
@@ -601,6 +680,13 @@ const EnvFile = "env"
 func (e *env) writeEnvFile() error {
 	body := fmt.Sprintf("export KUBECONFIG=%s\nexport MINICLOUD_URL=%s\nexport MINICLOUD_TOKEN=%s\n",
 		shellQuote(e.cp.KubeconfigPath()), shellQuote(e.cloud.url), shellQuote(e.cloud.token))
+	if e.vsphere() {
+		// `stratus vcsim vm ...` reads its server from this state dir;
+		// govc takes the GOVC_ variables.
+		body += fmt.Sprintf("export %s=%s\nexport GOVC_URL=%s\nexport GOVC_USERNAME=%s\nexport GOVC_PASSWORD=%s\nexport GOVC_TLS_CA_CERTS=%s\n",
+			vcsim.StateDirEnv, shellQuote(e.vcenterDir()), shellQuote(e.vc.URL().String()),
+			shellQuote(e.vc.Username()), shellQuote(e.vc.Password()), shellQuote(e.vc.CAFile()))
+	}
 	path := filepath.Join(e.opts.StateDir, EnvFile)
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -614,13 +700,26 @@ func (e *env) summary(nodes []string) {
 	w := e.out
 	fmt.Fprintf(w, "\nstratus dev is running (state in %s)\n", e.opts.StateDir)
 	fmt.Fprintf(w, "  kube-apiserver  %s   kubeconfig %s\n", e.cp.APIServerURL(), e.cp.KubeconfigPath())
-	fmt.Fprintf(w, "  minicloud       %s   token in %s (stop/start it: bin/stratus dev minicloud stop|start)\n", e.cloud.url, e.cloud.tokenFile)
-	if e.opts.NoManager {
-		fmt.Fprintf(w, "  stratus-ccm     not started (--no-manager)\n")
+	if e.vsphere() {
+		fmt.Fprintf(w, "  vcsim           %s   simulated vCenter, user %s, CA %s (stop/start it: bin/stratus dev vcsim stop|start)\n", e.vc.URL(), e.vc.Username(), e.vc.CAFile())
+		fmt.Fprintf(w, "  minicloud       %s   load balancers only, reaching the VMs' network %s via %s; token in %s (bin/stratus dev minicloud stop|start)\n",
+			e.cloud.url, vmNetwork, peerNetwork(e.block).Via, e.cloud.tokenFile)
 	} else {
+		fmt.Fprintf(w, "  minicloud       %s   token in %s (stop/start it: bin/stratus dev minicloud stop|start)\n", e.cloud.url, e.cloud.tokenFile)
+	}
+	switch {
+	case e.opts.NoManager:
+		fmt.Fprintf(w, "  stratus-ccm     not started (--no-manager)\n")
+	case e.vsphere():
+		fmt.Fprintf(w, "  stratus-ccm     health/metrics on https://127.0.0.1:%d; nodes from vsphere, load balancers from minicloud, no routes (%s)\n", e.ports.Manager, e.managerConfigPath())
+	default:
 		fmt.Fprintf(w, "  stratus-ccm     health/metrics on https://127.0.0.1:%d\n", e.ports.Manager)
 	}
-	fmt.Fprintf(w, "  nodes           %s (simulated kubelets; NodePorts answer on each instance's private IP)\n", strings.Join(nodes, ", "))
+	if e.vsphere() {
+		fmt.Fprintf(w, "  nodes           %s (simulated kubelets, one per powered-on VM; NodePorts answer on the loopback counterpart of each VM's IP)\n", strings.Join(nodes, ", "))
+	} else {
+		fmt.Fprintf(w, "  nodes           %s (simulated kubelets; NodePorts answer on each instance's private IP)\n", strings.Join(nodes, ", "))
+	}
 	fmt.Fprintf(w, "  logs            %s\n", e.cp.LogDir())
 	fmt.Fprintf(w, "\nNext, in another terminal:\n")
 	fmt.Fprintf(w, "  source %s\n", filepath.Join(e.opts.StateDir, EnvFile))
@@ -630,7 +729,18 @@ func (e *env) summary(nodes []string) {
 	}
 	fmt.Fprintf(w, "  %s get nodes -o wide\n", kubectl)
 	fmt.Fprintf(w, "  %s create service loadbalancer web --tcp=80:8080 && %s get service web -w\n", kubectl, kubectl)
-	fmt.Fprintf(w, "  bin/stratus minicloud instances create extra --tag %s=%s\n", NodeTagKey, NodeTagValue)
+	if e.vsphere() {
+		vm := "node-0"
+		if len(nodes) > 0 {
+			vm = nodes[len(nodes)-1]
+		}
+		fmt.Fprintf(w, "  bin/stratus vcsim vm list\n")
+		fmt.Fprintf(w, "  bin/stratus vcsim vm power-off %s   # NotReady, then the shutdown taint; power-on brings it back\n", vm)
+		fmt.Fprintf(w, "  bin/stratus vcsim vm destroy %s     # out of the load balancers at once, node deleted after %s\n", vm, NodeDeletionGracePeriod)
+		fmt.Fprintf(w, "  bin/stratus vcsim vm create extra      # a new VM: its kubelet joins\n")
+	} else {
+		fmt.Fprintf(w, "  bin/stratus minicloud instances create extra --tag %s=%s\n", NodeTagKey, NodeTagValue)
+	}
 	fmt.Fprintf(w, "  bin/stratus dev demo     # walks through the whole story\n\n")
 }
 

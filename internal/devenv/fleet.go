@@ -13,25 +13,42 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud/client"
 )
 
-// fleet runs one simulated kubelet per running minicloud instance tagged
-// NodeTagKey=NodeTagValue: a kubelet starts when its instance runs (created
-// or started) and stops, so its heartbeats stop, when the instance is
-// stopped or deleted — as a real machine's kubelet would.
+// machine is a running machine of the cloud that gets a simulated kubelet.
+type machine struct {
+	// ID identifies the machine in its cloud: a kubelet runs per ID, so a
+	// machine replaced under the same name gets a new one.
+	ID string
+	// Kubelet is the kubelet that stands in for it.
+	Kubelet Kubelet
+	// What describes it in the stream, e.g. "instance i-1 (zone-a, 127.200.0.2)".
+	What string
+	// Gone says what happened when it stops running, e.g. "instance i-1
+	// stopped or deleted".
+	Gone string
+}
+
+// fleet runs one simulated kubelet per running machine that list returns:
+// a kubelet starts when its machine runs (created or started) and stops,
+// so its heartbeats stop, when the machine stops or is deleted — as a real
+// machine's kubelet would.
 type fleet struct {
-	cloud  *client.Client
+	// list returns the running machines; an error leaves the kubelets as
+	// they are (the cloud is unreachable, not the machines).
+	list   func(ctx context.Context) ([]machine, error)
 	client kubernetes.Interface
 	say    func(format string, args ...any)
 
-	kubelets map[string]*runningKubelet // by instance ID
+	kubelets map[string]*runningKubelet // by machine ID
 }
 
 type runningKubelet struct {
 	name   string
+	gone   string
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// run follows minicloud until ctx is done, then stops every kubelet.
+// run follows the cloud until ctx is done, then stops every kubelet.
 func (f *fleet) run(ctx context.Context) {
 	f.kubelets = map[string]*runningKubelet{}
 	wait.UntilWithContext(ctx, f.sync, fleetPeriod)
@@ -43,21 +60,19 @@ func (f *fleet) run(ctx context.Context) {
 	wg.Wait()
 }
 
-// sync starts and stops kubelets to match the running tagged instances.
+// sync starts and stops kubelets to match the running machines.
 func (f *fleet) sync(ctx context.Context) {
 	logger := log.FromContext(ctx)
-	instances, err := f.cloud.ListInstances(ctx, client.ListOptions{Tags: map[string]string{NodeTagKey: NodeTagValue}})
+	machines, err := f.list(ctx)
 	if err != nil {
 		if ctx.Err() == nil {
-			logger.Info("listing instances failed; kubelets unchanged", "error", err.Error())
+			logger.Info("listing machines failed; kubelets unchanged", "error", err.Error())
 		}
 		return
 	}
-	running := map[string]api.Instance{}
-	for _, in := range instances {
-		if in.State == api.InstanceRunning {
-			running[in.ID] = in
-		}
+	running := map[string]machine{}
+	for _, m := range machines {
+		running[m.ID] = m
 	}
 	for id, k := range f.kubelets {
 		select {
@@ -72,28 +87,53 @@ func (f *fleet) sync(ctx context.Context) {
 		k.cancel()
 		<-k.done
 		delete(f.kubelets, id)
-		f.say("node %s: instance %s stopped or deleted; its kubelet stops heartbeating", k.name, id)
+		f.say("node %s: %s; its kubelet stops heartbeating", k.name, k.gone)
 	}
 	ids := make([]string, 0, len(running))
 	for id := range running {
 		ids = append(ids, id)
 	}
-	sort.Slice(ids, func(i, j int) bool { return running[ids[i]].Name < running[ids[j]].Name })
+	sort.Slice(ids, func(i, j int) bool { return running[ids[i]].Kubelet.Name < running[ids[j]].Kubelet.Name })
 	for _, id := range ids {
 		if _, ok := f.kubelets[id]; ok {
 			continue
 		}
-		in := running[id]
+		m := running[id]
 		kctx, cancel := context.WithCancel(ctx)
-		k := &runningKubelet{name: in.Name, cancel: cancel, done: make(chan struct{})}
+		k := &runningKubelet{name: m.Kubelet.Name, gone: m.Gone, cancel: cancel, done: make(chan struct{})}
 		f.kubelets[id] = k
-		kubelet := &Kubelet{Name: in.Name, IP: in.PrivateIP, Client: f.client}
+		kubelet := m.Kubelet
+		kubelet.Client = f.client
 		go func() {
 			defer close(k.done)
 			if err := kubelet.Run(kctx); err != nil && kctx.Err() == nil {
-				logger.Error(err, "kubelet stopped", "node", in.Name)
+				logger.Error(err, "kubelet stopped", "node", kubelet.Name)
 			}
 		}()
-		f.say("node %s: kubelet started for instance %s (%s, %s)", in.Name, in.ID, in.Zone, in.PrivateIP)
+		f.say("node %s: kubelet started for %s", m.Kubelet.Name, m.What)
+	}
+}
+
+// minicloudMachines lists the running minicloud instances tagged
+// NodeTagKey=NodeTagValue.
+func minicloudMachines(cloud *client.Client) func(context.Context) ([]machine, error) {
+	return func(ctx context.Context) ([]machine, error) {
+		instances, err := cloud.ListInstances(ctx, client.ListOptions{Tags: map[string]string{NodeTagKey: NodeTagValue}})
+		if err != nil {
+			return nil, err
+		}
+		var out []machine
+		for _, in := range instances {
+			if in.State != api.InstanceRunning {
+				continue
+			}
+			out = append(out, machine{
+				ID:      in.ID,
+				Kubelet: Kubelet{Name: in.Name, IP: in.PrivateIP},
+				What:    "instance " + in.ID + " (" + in.Zone + ", " + in.PrivateIP + ")",
+				Gone:    "instance " + in.ID + " stopped or deleted",
+			})
+		}
+		return out, nil
 	}
 }

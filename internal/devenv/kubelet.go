@@ -40,8 +40,16 @@ type Kubelet struct {
 	// Name is the node name (the machine's hostname).
 	Name string
 	// IP is the machine's private IP: the node IP the kubelet was given,
-	// and where the NodePort responder listens.
+	// and where the NodePort responder listens unless ListenIP is set.
 	IP string
+	// ListenIP, if set, is where the NodePort responder listens instead of
+	// IP: the loopback counterpart of a machine whose address is on another
+	// cloud's network (a vSphere VM's), where load balancers reach it.
+	ListenIP string
+	// SystemUUID is the machine's BIOS UUID, reported in the node's
+	// status.nodeInfo.systemUUID as kubelet reads it from the firmware
+	// (providers such as vSphere find the machine by it).
+	SystemUUID string
 	// Client talks to the API server.
 	Client kubernetes.Interface
 }
@@ -53,7 +61,11 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	if err := k.register(ctx); err != nil {
 		return err
 	}
-	r := &responder{node: k.Name, ip: k.IP, client: k.Client}
+	listen := k.IP
+	if k.ListenIP != "" {
+		listen = k.ListenIP
+	}
+	r := &responder{node: k.Name, ip: listen, client: k.Client}
 	errc := make(chan error, 1)
 	go func() { errc <- r.run(ctx) }()
 	wait.UntilWithContext(ctx, k.heartbeat, HeartbeatPeriod)
@@ -125,6 +137,7 @@ func (k *Kubelet) node() *corev1.Node {
 			},
 			DaemonEndpoints: corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}},
 			NodeInfo: corev1.NodeSystemInfo{
+				SystemUUID:              k.SystemUUID,
 				KubeletVersion:          KubeletVersion,
 				OperatingSystem:         "linux",
 				Architecture:            runtime.GOARCH,

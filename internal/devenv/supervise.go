@@ -191,17 +191,64 @@ func (c *cloudServer) running() bool {
 }
 
 // ControlSocket is the name of the Unix socket in the state dir through
-// which `stratus dev minicloud stop|start|status` reaches a running
+// which `stratus dev minicloud|vcsim stop|start|status` reaches a running
 // `stratus dev`.
 const ControlSocket = "control.sock"
 
-// MinicloudActions are the actions of MinicloudControl.
-var MinicloudActions = []string{"stop", "start", "status"}
+// ControlActions are the actions of Control.
+var ControlActions = []string{"stop", "start", "status"}
+
+// Errors of a drill target that is already in the state asked for.
+var (
+	ErrVCenterRunning = errors.New("vcsim is already running")
+	ErrVCenterStopped = errors.New("vcsim is not running")
+)
 
 // controlReply is the JSON answer of the control socket.
 type controlReply struct {
 	Running bool   `json:"running"`
 	Message string `json:"message"`
+}
+
+// drillTarget is a part of the environment that the control socket stops
+// and starts for fault drills.
+type drillTarget struct {
+	name, addr  string
+	start, stop func() error
+	running     func() bool
+	// stopped and started are narrated after a stop and a start.
+	stopped, started string
+}
+
+// drillTargets are minicloud and, with --cloud vsphere, the simulated
+// vCenter.
+func (e *env) drillTargets(cloud *cloudServer) []drillTarget {
+	targets := []drillTarget{{
+		name: "minicloud", addr: cloud.addr, start: cloud.start, stop: cloud.stop, running: cloud.running,
+		stopped: "minicloud stopped (stratus dev minicloud stop): its API and load balancers are down; stratus sees the outage; `stratus dev minicloud start` ends it",
+		started: "minicloud started again on " + cloud.addr + ", with the state it had",
+	}}
+	if vc := e.vc; vc != nil {
+		targets = append(targets, drillTarget{
+			name: "vcsim", addr: vc.Addr(), running: vc.Running,
+			start: func() error {
+				if vc.Running() {
+					return ErrVCenterRunning
+				}
+				return vc.Start()
+			},
+			stop: func() error {
+				if !vc.Running() {
+					return ErrVCenterStopped
+				}
+				vc.Stop()
+				return nil
+			},
+			stopped: "vcsim stopped (stratus dev vcsim stop): vCenter refuses connections; stratus sees the outage, the VMs keep running; `stratus dev vcsim start` ends it",
+			started: "vcsim started again on " + vc.Addr() + ", with the VMs it had",
+		})
+	}
+	return targets
 }
 
 // serveControl answers the control socket until ctx is done; the returned
@@ -217,38 +264,40 @@ func (e *env) serveControl(ctx context.Context, cloud *cloudServer) (func(), err
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
 	mux := http.NewServeMux()
-	reply := func(w http.ResponseWriter, status int, msg string) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(controlReply{Running: cloud.running(), Message: msg})
-	}
-	mux.HandleFunc("POST /minicloud/stop", func(w http.ResponseWriter, _ *http.Request) {
-		if err := cloud.stop(); err != nil {
-			reply(w, http.StatusConflict, err.Error())
-			return
+	for _, t := range e.drillTargets(cloud) {
+		reply := func(w http.ResponseWriter, status int, msg string) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			_ = json.NewEncoder(w).Encode(controlReply{Running: t.running(), Message: msg})
 		}
-		e.say("minicloud stopped (stratus dev minicloud stop): its API and load balancers are down; stratus sees the outage; `stratus dev minicloud start` ends it")
-		reply(w, http.StatusOK, "minicloud stopped")
-	})
-	mux.HandleFunc("POST /minicloud/start", func(w http.ResponseWriter, _ *http.Request) {
-		if err := cloud.start(); err != nil {
-			status := http.StatusInternalServerError
-			if errors.Is(err, ErrCloudRunning) {
-				status = http.StatusConflict
+		mux.HandleFunc("POST /"+t.name+"/stop", func(w http.ResponseWriter, _ *http.Request) {
+			if err := t.stop(); err != nil {
+				reply(w, http.StatusConflict, err.Error())
+				return
 			}
-			reply(w, status, err.Error())
-			return
-		}
-		e.say("minicloud started again on %s, with the state it had", cloud.addr)
-		reply(w, http.StatusOK, "minicloud started on "+cloud.addr)
-	})
-	mux.HandleFunc("GET /minicloud", func(w http.ResponseWriter, _ *http.Request) {
-		state := "stopped"
-		if cloud.running() {
-			state = "running on " + cloud.addr
-		}
-		reply(w, http.StatusOK, "minicloud "+state)
-	})
+			e.say("%s", t.stopped)
+			reply(w, http.StatusOK, t.name+" stopped")
+		})
+		mux.HandleFunc("POST /"+t.name+"/start", func(w http.ResponseWriter, _ *http.Request) {
+			if err := t.start(); err != nil {
+				status := http.StatusInternalServerError
+				if errors.Is(err, ErrCloudRunning) || errors.Is(err, ErrVCenterRunning) {
+					status = http.StatusConflict
+				}
+				reply(w, status, err.Error())
+				return
+			}
+			e.say("%s", t.started)
+			reply(w, http.StatusOK, t.name+" started on "+t.addr)
+		})
+		mux.HandleFunc("GET /"+t.name, func(w http.ResponseWriter, _ *http.Request) {
+			state := "stopped"
+			if t.running() {
+				state = "running on " + t.addr
+			}
+			reply(w, http.StatusOK, t.name+" "+state)
+		})
+	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
@@ -256,17 +305,17 @@ func (e *env) serveControl(ctx context.Context, cloud *cloudServer) (func(), err
 	return func() { <-done; _ = os.Remove(path) }, nil
 }
 
-// MinicloudControl stops, starts or reports on the minicloud of the
-// `stratus dev` running on stateDir (action is one of MinicloudActions),
-// and returns its answer.
-func MinicloudControl(ctx context.Context, stateDir, action string) (string, error) {
-	method, path := http.MethodPost, "/minicloud/"+action
+// Control stops, starts or reports on a part of the `stratus dev` running
+// on stateDir: target is "minicloud", or "vcsim" with --cloud vsphere;
+// action is one of ControlActions. It returns the answer.
+func Control(ctx context.Context, stateDir, target, action string) (string, error) {
+	method, path := http.MethodPost, "/"+target+"/"+action
 	switch action {
 	case "stop", "start":
 	case "status":
-		method, path = http.MethodGet, "/minicloud"
+		method, path = http.MethodGet, "/"+target
 	default:
-		return "", fmt.Errorf("minicloud action %q: want one of %v", action, MinicloudActions)
+		return "", fmt.Errorf("%s action %q: want one of %v", target, action, ControlActions)
 	}
 	sock := filepath.Join(stateDir, ControlSocket)
 	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
@@ -282,12 +331,15 @@ func MinicloudControl(ctx context.Context, stateDir, action string) (string, err
 		return "", fmt.Errorf("no stratus dev running on %s (is it started with this --state-dir?): %w", stateDir, err)
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return "", fmt.Errorf("%s %s: the stratus dev on %s has no %s (vcsim runs with --cloud vsphere only)", target, action, stateDir, target)
+	}
 	var r controlReply
 	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
-		return "", fmt.Errorf("minicloud %s: answer of stratus dev (status %d): %w", action, resp.StatusCode, err)
+		return "", fmt.Errorf("%s %s: answer of stratus dev (status %d): %w", target, action, resp.StatusCode, err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("minicloud %s: %s", action, r.Message)
+		return "", fmt.Errorf("%s %s: %s", target, action, r.Message)
 	}
 	return r.Message, nil
 }
