@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -26,9 +27,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
+	"github.com/stratus-ccm/stratus/internal/vcsim"
 	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
+	mcprovider "github.com/stratus-ccm/stratus/providers/minicloud"
 )
 
 // DemoOptions configure Demo.
@@ -42,14 +45,18 @@ type DemoOptions struct {
 }
 
 // Conn is a connection to a running dev environment: its API server and
-// its cloud, found through the files in the state dir.
+// its clouds, found through the files in the state dir.
 type Conn struct {
 	Kube  kubernetes.Interface
 	Cloud *client.Client
+	// VCenter drives the simulated vCenter of a `stratus dev --cloud
+	// vsphere` (nil with minicloud machines).
+	VCenter *vcsim.Remote
 }
 
 // Connect reads <stateDir>/kubeconfig and <stateDir>/env of a running
-// environment.
+// environment (and, with --cloud vsphere, the vCenter's server.json that
+// the env file points at).
 func Connect(stateDir string) (*Conn, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags("", filepath.Join(stateDir, "kubeconfig"))
 	if err != nil {
@@ -67,7 +74,17 @@ func Connect(stateDir string) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("minicloud client: %w", err)
 	}
-	return &Conn{Kube: kube, Cloud: cloud}, nil
+	conn := &Conn{Kube: kube, Cloud: cloud}
+	if dir := vars[vcsim.StateDirEnv]; dir != "" {
+		st, err := vcsim.ReadState(dir)
+		if err != nil {
+			return nil, fmt.Errorf("the dev environment's vCenter: %w", err)
+		}
+		if conn.VCenter, err = vcsim.NewRemote(st.RemoteOptions()); err != nil {
+			return nil, fmt.Errorf("the dev environment's vCenter: %w", err)
+		}
+	}
+	return conn, nil
 }
 
 // readEnvFile parses the export lines writeEnvFile writes.
@@ -102,7 +119,10 @@ func readEnvFile(path string) (map[string]string, error) {
 // Demo walks through what stratus does, against a running environment:
 // a new instance joins and is initialized, a LoadBalancer Service gets an
 // address that answers over HTTP, the instance is stopped (shutdown taint)
-// and deleted (node removed). It cleans up the Service it created.
+// and deleted (node removed). On a --cloud vsphere environment the machine
+// is a VM (initialized with a vsphere:// provider ID and its zone tag),
+// powered off and destroyed, and the demo shows it leaving the load
+// balancer. It cleans up the Service it created.
 func Demo(ctx context.Context, opts DemoOptions) error {
 	if opts.StateDir == "" {
 		opts.StateDir = DefaultStateDir
@@ -147,22 +167,36 @@ func (d *demo) waitFor(ctx context.Context, what string, cond wait.ConditionWith
 	return nil
 }
 
+// demoMachine is the machine the demo adds, stops and removes.
+type demoMachine struct {
+	// ip is its InternalIP, a load balancer target.
+	ip string
+	// joined reports whether its node was initialized as its cloud does it.
+	joined func(*corev1.Node) bool
+	// stop and remove act on it in its cloud and say what they did.
+	stop, remove func(ctx context.Context) error
+}
+
 func (d *demo) run(ctx context.Context) error {
 	suffix := make([]byte, 2)
 	_, _ = rand.Read(suffix)
 	name := "demo-" + hex.EncodeToString(suffix)
 
-	d.begin("Nodes are initialized by stratus with provider ID, zone and type labels")
-	in, err := d.Cloud.CreateInstance(ctx, api.InstanceCreate{
-		Name: name, Type: instanceType, Zone: minicloud.Zones[len(minicloud.Zones)-1],
-		Tags: map[string]string{NodeTagKey: NodeTagValue},
-	})
-	if err != nil {
-		return fmt.Errorf("create instance %s: %w", name, err)
+	var m *demoMachine
+	var err error
+	if d.VCenter != nil {
+		d.begin("Nodes are initialized by stratus's vSphere provider: vsphere:// provider IDs, zones from vCenter tags")
+		m, err = d.createVM(ctx, name)
+	} else {
+		d.begin("Nodes are initialized by stratus with provider ID, zone and type labels")
+		m, err = d.createInstance(ctx, name)
 	}
-	d.say("created minicloud instance %s (%s, private IP %s); its kubelet registers node %s", in.ID, in.Zone, in.PrivateIP, name)
+	if err != nil {
+		return err
+	}
 	if err := d.waitFor(ctx, "node "+name+" joined and every node initialized", func(ctx context.Context) (bool, error) {
-		if _, err := d.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
+		n, err := d.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil || !m.joined(n) {
 			return false, nil
 		}
 		return d.allInitialized(ctx)
@@ -198,7 +232,11 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.say("service %s/%s: EXTERNAL-IP %s", svc.Namespace, svc.Name, ip)
 
-	d.begin("An HTTP request through that IP reaches a node")
+	if d.VCenter != nil {
+		d.begin("An HTTP request through that IP reaches a vSphere node (minicloud's load balancer, over the peer network)")
+	} else {
+		d.begin("An HTTP request through that IP reaches a node")
+	}
 	var reply Reply
 	if err := d.waitFor(ctx, "load balancer answers", func(ctx context.Context) (bool, error) {
 		r, err := GetReply(ctx, "http://"+net.JoinHostPort(ip, "80")+"/")
@@ -212,11 +250,14 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.say("GET http://%s/ -> answered by node %s for service %s/%s", ip, reply.Node, reply.Namespace, reply.Service)
 
-	d.begin("A stopped instance: its node goes NotReady and gets the shutdown taint")
-	if _, err := d.Cloud.StopInstance(ctx, in.ID); err != nil {
-		return fmt.Errorf("stop instance %s: %w", in.ID, err)
+	if d.VCenter != nil {
+		d.begin("A powered-off VM: its node goes NotReady and gets the shutdown taint")
+	} else {
+		d.begin("A stopped instance: its node goes NotReady and gets the shutdown taint")
 	}
-	d.say("stopped instance %s; node %s stops heartbeating (NotReady after %s)", in.ID, name, NodeMonitorGracePeriod)
+	if err := m.stop(ctx); err != nil {
+		return err
+	}
 	if err := d.waitFor(ctx, "node "+name+" tainted "+cloudproviderapi.TaintNodeShutdown, func(ctx context.Context) (bool, error) {
 		n, err := d.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		return err == nil && hasTaintKey(n, cloudproviderapi.TaintNodeShutdown), nil
@@ -224,11 +265,30 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 
-	d.begin("A deleted instance: its node is removed after the grace period")
-	if err := d.Cloud.DeleteInstance(ctx, in.ID); err != nil {
-		return fmt.Errorf("delete instance %s: %w", in.ID, err)
+	if d.VCenter != nil {
+		d.begin("A destroyed VM: its node leaves the load balancer, and is removed after the grace period")
+	} else {
+		d.begin("A deleted instance: its node is removed after the grace period")
 	}
-	d.say("deleted instance %s", in.ID)
+	if d.VCenter != nil {
+		if targets, err := d.targets(ctx, svc); err == nil && slices.Contains(targets, m.ip) {
+			d.say("node %s (%s) is still a target of the load balancer (failing its health checks)", name, m.ip)
+		}
+	}
+	if err := m.remove(ctx); err != nil {
+		return err
+	}
+	if d.VCenter != nil {
+		if err := d.waitFor(ctx, "node "+name+" ("+m.ip+") out of the load balancer", func(ctx context.Context) (bool, error) {
+			targets, err := d.targets(ctx, svc)
+			return err == nil && len(targets) > 0 && !slices.Contains(targets, m.ip), nil
+		}); err != nil {
+			return err
+		}
+		if _, err := d.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err == nil {
+			d.say("node %s still exists: the deletion guard keeps it until it has been NotReady for the grace period", name)
+		}
+	}
 	if err := d.waitFor(ctx, "node "+name+" deleted", func(ctx context.Context) (bool, error) {
 		_, err := d.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
@@ -237,6 +297,88 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	fmt.Fprintf(d.out, "\nDone: that is stratus's job. The demo Service is removed; the other nodes keep running.\n")
 	return nil
+}
+
+// createInstance creates a minicloud instance that gets a kubelet.
+func (d *demo) createInstance(ctx context.Context, name string) (*demoMachine, error) {
+	in, err := d.Cloud.CreateInstance(ctx, api.InstanceCreate{
+		Name: name, Type: instanceType, Zone: minicloud.Zones[len(minicloud.Zones)-1],
+		Tags: map[string]string{NodeTagKey: NodeTagValue},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create instance %s: %w", name, err)
+	}
+	d.say("created minicloud instance %s (%s, private IP %s); its kubelet registers node %s", in.ID, in.Zone, in.PrivateIP, name)
+	return &demoMachine{
+		ip: in.PrivateIP,
+		joined: func(*corev1.Node) bool { return true },
+		stop: func(ctx context.Context) error {
+			if _, err := d.Cloud.StopInstance(ctx, in.ID); err != nil {
+				return fmt.Errorf("stop instance %s: %w", in.ID, err)
+			}
+			d.say("stopped instance %s; node %s stops heartbeating (NotReady after %s)", in.ID, name, NodeMonitorGracePeriod)
+			return nil
+		},
+		remove: func(ctx context.Context) error {
+			if err := d.Cloud.DeleteInstance(ctx, in.ID); err != nil {
+				return fmt.Errorf("delete instance %s: %w", in.ID, err)
+			}
+			d.say("deleted instance %s", in.ID)
+			return nil
+		},
+	}, nil
+}
+
+// createVM creates a VM in the simulated vCenter: powered on, it gets a
+// kubelet, and the vSphere provider initializes its node with the VM's
+// UUID and the zone tag of its host or cluster.
+func (d *demo) createVM(ctx context.Context, name string) (*demoMachine, error) {
+	vm, err := d.VCenter.Create(ctx, vcsim.VMSpec{Name: name})
+	if err != nil {
+		return nil, fmt.Errorf("create VM %s: %w", name, err)
+	}
+	ip, ok := vmIPv4(vm)
+	if !ok {
+		return nil, fmt.Errorf("create VM %s: its guest reports no IPv4 address", name)
+	}
+	d.say("created VM %s (UUID %s, host %s, zone tag %s, IP %s); its kubelet registers node %s", name, vm.UUID, vm.Host, vm.Zone, ip, name)
+	return &demoMachine{
+		ip: ip.String(),
+		joined: func(n *corev1.Node) bool {
+			return strings.EqualFold(n.Spec.ProviderID, "vsphere://"+vm.UUID) && n.Labels[corev1.LabelTopologyZone] == vm.Zone
+		},
+		stop: func(ctx context.Context) error {
+			if _, err := d.VCenter.PowerOff(ctx, name); err != nil {
+				return fmt.Errorf("power off VM %s: %w", name, err)
+			}
+			d.say("powered VM %s off; node %s stops heartbeating (NotReady after %s)", name, name, NodeMonitorGracePeriod)
+			return nil
+		},
+		remove: func(ctx context.Context) error {
+			if err := d.VCenter.Destroy(ctx, name); err != nil {
+				return fmt.Errorf("destroy VM %s: %w", name, err)
+			}
+			d.say("destroyed VM %s", name)
+			return nil
+		},
+	}, nil
+}
+
+// targets returns the IPs of the Service's minicloud load balancer's
+// targets.
+func (d *demo) targets(ctx context.Context, svc *corev1.Service) ([]string, error) {
+	lbs, err := d.Cloud.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{mcprovider.TagServiceUID: string(svc.UID)}})
+	if err != nil {
+		return nil, fmt.Errorf("load balancer of service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	if len(lbs) != 1 {
+		return nil, fmt.Errorf("load balancer of service %s/%s: %d found", svc.Namespace, svc.Name, len(lbs))
+	}
+	var ips []string
+	for _, t := range lbs[0].Targets {
+		ips = append(ips, t.IP)
+	}
+	return ips, nil
 }
 
 func (d *demo) allInitialized(ctx context.Context) (bool, error) {

@@ -215,6 +215,7 @@ func TestBadFlagsStartNothing(t *testing.T) {
 		{"address block too big", Options{AddressBlock: 300}, "--address-block"},
 		{"address block negative", Options{AddressBlock: -1}, "--address-block"},
 		{"negative nodes", Options{Nodes: -1}, "--nodes"},
+		{"unknown cloud", Options{Cloud: "aws"}, "--cloud"},
 		{"privileged port base", Options{PortBase: 80}, "--port-base"},
 		{"port base in use", Options{PortBase: min(busyPort, 65535-portCount)}, "--port-base"},
 		{"kube bin dir without binaries", Options{KubeBinDir: t.TempDir()}, "--kube-bin-dir"},
@@ -233,7 +234,7 @@ func TestBadFlagsStartNothing(t *testing.T) {
 			if err == nil || !strings.Contains(err.Error(), tc.flag) {
 				t.Fatalf("Run = %v, want an error naming %s", err, tc.flag)
 			}
-			for _, f := range []string{"logs/etcd.log", "logs/kube-apiserver.log", "logs/kube-controller-manager.log", "pki", "minicloud"} {
+			for _, f := range []string{"logs/etcd.log", "logs/kube-apiserver.log", "logs/kube-controller-manager.log", "pki", "minicloud", "vcsim"} {
 				if _, err := os.Stat(filepath.Join(state, f)); err == nil {
 					t.Errorf("%s exists: something started before the flag was checked", f)
 				}
