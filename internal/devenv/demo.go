@@ -310,7 +310,7 @@ func (d *demo) createInstance(ctx context.Context, name string) (*demoMachine, e
 	}
 	d.say("created minicloud instance %s (%s, private IP %s); its kubelet registers node %s", in.ID, in.Zone, in.PrivateIP, name)
 	return &demoMachine{
-		ip: in.PrivateIP,
+		ip:     in.PrivateIP,
 		joined: func(*corev1.Node) bool { return true },
 		stop: func(ctx context.Context) error {
 			if _, err := d.Cloud.StopInstance(ctx, in.ID); err != nil {
@@ -421,7 +421,8 @@ func (d *demo) createService(ctx context.Context) (*corev1.Service, error) {
 	return created, nil
 }
 
-// GetReply sends GET url and decodes a simulated backend's Reply.
+// GetReply sends GET url on a new connection and decodes a simulated
+// backend's Reply.
 func GetReply(ctx context.Context, url string) (Reply, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -429,6 +430,9 @@ func GetReply(ctx context.Context, url string) (Reply, error) {
 	if err != nil {
 		return Reply{}, err
 	}
+	// A new connection per request: a load balancer picks the backend per
+	// connection, so a kept-alive one would always reach the same node.
+	req.Close = true
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return Reply{}, fmt.Errorf("GET %s: %w", url, err)

@@ -736,7 +736,7 @@ func (e *env) summary(nodes []string) {
 		}
 		fmt.Fprintf(w, "  bin/stratus vcsim vm list\n")
 		fmt.Fprintf(w, "  bin/stratus vcsim vm power-off %s   # NotReady, then the shutdown taint; power-on brings it back\n", vm)
-		fmt.Fprintf(w, "  bin/stratus vcsim vm destroy %s     # out of the load balancers at once, node deleted after %s\n", vm, NodeDeletionGracePeriod)
+		fmt.Fprintf(w, "  bin/stratus vcsim vm destroy %s     # leaves the load balancers; node deleted %s after NotReady\n", vm, NodeDeletionGracePeriod)
 		fmt.Fprintf(w, "  bin/stratus vcsim vm create extra      # a new VM: its kubelet joins\n")
 	} else {
 		fmt.Fprintf(w, "  bin/stratus minicloud instances create extra --tag %s=%s\n", NodeTagKey, NodeTagValue)
