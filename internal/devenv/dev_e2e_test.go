@@ -555,6 +555,10 @@ func TestDevFaultDrills(t *testing.T) {
 
 	// A minicloud outage.
 	before := d.instance(ctx, "node-1")
+	// A minicloud environment has no vCenter to stop.
+	if out, err := exec.CommandContext(ctx, d.bin, "dev", "vcsim", "stop", "--state-dir", d.stateDir).CombinedOutput(); err == nil || !strings.Contains(string(out), "--cloud vsphere") {
+		t.Errorf("stratus dev vcsim stop on a minicloud environment: %v: %s", err, out)
+	}
 	if out, err := d.minicloud(ctx, "stop"); err != nil || !strings.Contains(out, "minicloud stopped") {
 		t.Fatalf("stratus dev minicloud stop: %v: %s", err, out)
 	}

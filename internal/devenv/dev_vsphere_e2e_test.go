@@ -24,7 +24,8 @@ import (
 // provider, a LoadBalancer Service answers through minicloud's VIP from
 // both nodes, `stratus vcsim vm` drives the vCenter from another process
 // with only the env file, a destroyed VM's node leaves the load balancer and
-// is deleted, and `stratus dev demo` tells its story alongside.
+// is deleted, `stratus dev demo` tells its story alongside, and `stratus dev
+// vcsim stop|start` takes the vCenter down and back.
 func TestDevVSphere(t *testing.T) {
 	t.Parallel()
 	root, err := testenv.RepoRoot()
@@ -167,6 +168,45 @@ func TestDevVSphere(t *testing.T) {
 	slices.Sort(names)
 	if !slices.Equal(names, []string{"extra", "node-0"}) {
 		t.Errorf("nodes at the end: %v, want extra and node-0 (node-1 and the demo's destroyed)", names)
+	}
+
+	// The vCenter outage drill: stop refuses connections, start brings the
+	// same VMs back on the same address.
+	before, err := d.conn.VCenter.VMs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	drill := func(action string) (string, error) {
+		out, err := exec.CommandContext(ctx, d.bin, "dev", "vcsim", action, "--state-dir", d.stateDir).CombinedOutput()
+		return string(out), err
+	}
+	if out, err := drill("stop"); err != nil || !strings.Contains(out, "vcsim stopped") {
+		t.Fatalf("stratus dev vcsim stop: %v: %s", err, out)
+	}
+	if _, err := d.conn.VCenter.VMs(ctx); err == nil {
+		t.Error("the vCenter answers after stratus dev vcsim stop")
+	}
+	if out, err := drill("stop"); err == nil || !strings.Contains(out, "not running") {
+		t.Errorf("a second stratus dev vcsim stop: %v: %s", err, out)
+	}
+	d.waitOutput(30*time.Second, "vcsim stopped (stratus dev vcsim stop)")
+	if out, err := drill("start"); err != nil || !strings.Contains(out, "vcsim started on") {
+		t.Fatalf("stratus dev vcsim start: %v: %s", err, out)
+	}
+	after, err := d.conn.VCenter.VMs(ctx)
+	if err != nil {
+		t.Fatalf("the vCenter after stratus dev vcsim start: %v", err)
+	}
+	uuids := func(vms []vcsim.VM) []string {
+		var out []string
+		for _, vm := range vms {
+			out = append(out, vm.Name+"="+vm.UUID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	if !slices.Equal(uuids(before), uuids(after)) {
+		t.Errorf("VMs after the outage %v, want the same as before %v", uuids(after), uuids(before))
 	}
 	// Ctrl-C leaves nothing running: checked by stop in the cleanup.
 }
