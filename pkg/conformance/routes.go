@@ -189,11 +189,6 @@ func (e *env) register(ctx context.Context, node *v1.Node) (*v1.Node, error) {
 		}
 		return nil
 	})
-	// The API server drops the status on create.
-	out.Status = node.Status
-	if _, err := e.kube.CoreV1().Nodes().UpdateStatus(ctx, out, metav1.UpdateOptions{}); err != nil {
-		return nil, fmt.Errorf("update the status of Node %s: %w", node.Name, err)
-	}
 	return out, nil
 }
 
