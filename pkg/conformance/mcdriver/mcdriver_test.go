@@ -48,4 +48,3 @@ func TestConformance(t *testing.T) {
 		t.Errorf("%d results, want one per scenario (%d)", n, len(conformance.Scenarios()))
 	}
 }
-
