@@ -45,6 +45,10 @@ bench: kubebins kubebins-vsphere build ## Benchmark stratus-ccm against the upst
 bench-quick: kubebins kubebins-vsphere build ## Run every benchmark scenario at small sizes for both managers (a harness check; minutes).
 	bin/stratus bench --quick --out bench/results/quick.json --markdown bench/results/quick.md --chart bench/results/quick.png $(ARGS)
 
+.PHONY: conformance
+conformance: kubebins build ## Run the provider conformance kit with every driver; JUnit in .cache/conformance.xml, the matrix in docs/conformance.md.
+	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) bin/stratus conformance --junit .cache/conformance.xml --matrix docs/conformance.md $(ARGS)
+
 .PHONY: test-short
 test-short: ## Run only the tests that need no control plane.
 	go test -short ./...

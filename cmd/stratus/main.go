@@ -1,5 +1,6 @@
 // Command stratus is the developer CLI of stratus: `stratus minicloud` runs
-// and drives the reference cloud, `stratus vcsim` a simulated vCenter. Each
+// and drives the reference cloud, `stratus vcsim` a simulated vCenter,
+// `stratus conformance` checks a provider against the contract. Each
 // subcommand tree lives in its own package under internal/cli and is added
 // here.
 package main
@@ -13,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratus-ccm/stratus/internal/cli/conformance"
 	"github.com/stratus-ccm/stratus/internal/cli/minicloud"
 	"github.com/stratus-ccm/stratus/internal/cli/vcsim"
 )
@@ -38,5 +40,6 @@ func newCommand() *cobra.Command {
 	root.AddCommand(vcsim.NewCommand())
 	root.AddCommand(newDevCommand())
 	root.AddCommand(newBenchCommand())
+	root.AddCommand(conformance.NewCommand())
 	return root
 }
