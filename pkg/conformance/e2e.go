@@ -107,6 +107,9 @@ func (e *env) joinedWith(ctx context.Context, change func(*v1.Node)) (*v1.Node, 
 	}
 	var got *v1.Node
 	err = e.eventually(ctx, func(ctx context.Context) error {
+		if err := e.managerExited(); err != nil {
+			return err
+		}
 		got, err = e.kube.CoreV1().Nodes().Get(ctx, n.Name, metav1.GetOptions{})
 		if err != nil {
 			return fmt.Errorf("get Node %s: %w", n.Name, err)
@@ -225,17 +228,25 @@ type e2eManager struct {
 	done   chan error
 }
 
+// managerExited returns an error when stratus-ccm has exited.
+func (e *env) managerExited() error {
+	if e.e2e == nil {
+		return nil
+	}
+	select {
+	case err := <-e.e2e.done:
+		e.e2e.done <- err
+		return fmt.Errorf("stratus-ccm exited: %v", err)
+	default:
+		return nil
+	}
+}
+
 // startManager starts stratus-ccm for the provider the first time an
 // end-to-end scenario needs it.
 func (e *env) startManager() error {
 	if e.e2e != nil {
-		select {
-		case err := <-e.e2e.done:
-			e.e2e.done <- err
-			return fmt.Errorf("stratus-ccm exited: %v", err)
-		default:
-			return nil
-		}
+		return e.managerExited()
 	}
 	dir, err := os.MkdirTemp("", "stratus-conformance-")
 	if err != nil {

@@ -121,7 +121,9 @@ func (r *Report) Count(s Status) int {
 // it, and runs every scenario that Focus and Skip select, skipping those
 // whose needs the provider or driver do not meet. An error means the run
 // could not start (bad Config, unknown provider); scenario failures are in
-// the Report.
+// the Report. The e2e scenarios run stratus-ccm in this process, and
+// controller-runtime allows one controller of a name per process, so at
+// most one Run per process may include them.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -394,7 +396,13 @@ func (e *env) name() string {
 func (e *env) eventually(ctx context.Context, cond func(context.Context) error) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, e.cfg.Timeout, true, func(ctx context.Context) (bool, error) {
-		last = cond(ctx)
+		err := cond(ctx)
+		if err != nil && ctx.Err() != nil && last != nil {
+			// The deadline cut this attempt short; the previous answer
+			// says more.
+			return false, nil
+		}
+		last = err
 		var s *skipError
 		if errors.As(last, &s) {
 			return false, last

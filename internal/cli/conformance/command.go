@@ -7,10 +7,13 @@ package conformance
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -48,6 +51,7 @@ type options struct {
 	focus, skip  string
 	timeout      time.Duration
 	list         bool
+	report       string
 	focusRE      *regexp.Regexp
 	skipRE       *regexp.Regexp
 	cloudCfgData []byte
@@ -95,6 +99,7 @@ docs/conformance.md.`,
 	f.StringVar(&o.skip, "skip", "", "skip scenarios whose name matches this regular expression")
 	f.DurationVar(&o.timeout, "timeout", conformance.DefaultTimeout, "how long a scenario waits for the cloud to reach a state")
 	f.BoolVar(&o.list, "list", false, "list the scenarios and what each checks, and exit")
+	f.StringVar(&o.report, "report", "", "write the report of one driver as JSON to this file")
 	return cmd
 }
 
@@ -122,8 +127,8 @@ func (o *options) complete() error {
 			return fmt.Errorf("--driver %q: want one of %s", d, strings.Join(known, ", "))
 		}
 	}
-	if len(o.drivers) > 1 && (o.provider != "" || o.cloudConfig != "") {
-		return errors.New("--provider and --cloud-config apply to one driver; give exactly one --driver with them")
+	if len(o.drivers) > 1 && (o.provider != "" || o.cloudConfig != "" || o.report != "") {
+		return errors.New("--provider, --cloud-config and --report apply to one driver; give exactly one --driver with them")
 	}
 	if o.cloudConfig != "" {
 		if o.cloudCfgData, err = os.ReadFile(o.cloudConfig); err != nil {
@@ -134,22 +139,24 @@ func (o *options) complete() error {
 }
 
 func (o *options) run(ctx context.Context, out, errOut io.Writer) error {
-	kube, stop, err := o.controlPlane()
-	if err != nil {
-		return err
-	}
-	defer stop()
 	var reports []*conformance.Report
-	for _, name := range o.drivers {
-		rep, err := o.runDriver(ctx, name, kube, errOut)
+	if len(o.drivers) == 1 {
+		rep, err := o.runOne(ctx, o.drivers[0], out, errOut)
 		if err != nil {
 			return err
 		}
-		if err := conformance.WriteTable(out, rep); err != nil {
-			return err
-		}
-		fmt.Fprintln(out)
 		reports = append(reports, rep)
+	} else {
+		// stratus-ccm runs in process for the e2e scenarios, and
+		// controller-runtime allows one controller of a name per
+		// process: each driver runs in a child process of its own.
+		for _, name := range o.drivers {
+			rep, err := o.runChild(ctx, name, out, errOut)
+			if err != nil {
+				return err
+			}
+			reports = append(reports, rep)
+		}
 	}
 	if o.junit != "" {
 		var b bytes.Buffer
@@ -171,6 +178,68 @@ func (o *options) run(ctx context.Context, out, errOut io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// runOne runs the kit for one driver on the control plane, prints its
+// table and, with --report, writes the report as JSON.
+func (o *options) runOne(ctx context.Context, name string, out, errOut io.Writer) (*conformance.Report, error) {
+	kube, stop, err := o.controlPlane()
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	rep, err := o.runDriver(ctx, name, kube, errOut)
+	if err != nil {
+		return nil, err
+	}
+	if err := conformance.WriteTable(out, rep); err != nil {
+		return nil, err
+	}
+	fmt.Fprintln(out)
+	if o.report != "" {
+		data, err := json.Marshal(rep)
+		if err != nil {
+			return nil, fmt.Errorf("--report: %w", err)
+		}
+		if err := os.WriteFile(o.report, data, 0o600); err != nil {
+			return nil, fmt.Errorf("--report: %w", err)
+		}
+	}
+	return rep, nil
+}
+
+// runChild runs this command for driver name in a child process and
+// reads its report.
+func (o *options) runChild(ctx context.Context, name string, out, errOut io.Writer) (*conformance.Report, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("run driver %s: %w", name, err)
+	}
+	dir, err := os.MkdirTemp("", "stratus-conformance-")
+	if err != nil {
+		return nil, fmt.Errorf("run driver %s: %w", name, err)
+	}
+	defer os.RemoveAll(dir)
+	report := filepath.Join(dir, "report.json")
+	args := []string{"conformance", "--driver=" + name, "--report=" + report,
+		"--cluster-name=" + o.clusterName, "--timeout=" + o.timeout.String()}
+	for flag, v := range map[string]string{"kubeconfig": o.kubeconfig, "focus": o.focus, "skip": o.skip} {
+		if v != "" {
+			args = append(args, "--"+flag+"="+v)
+		}
+	}
+	cmd := exec.CommandContext(ctx, self, args...)
+	cmd.Stdout, cmd.Stderr = out, errOut
+	runErr := cmd.Run()
+	data, err := os.ReadFile(report)
+	if err != nil {
+		return nil, fmt.Errorf("run driver %s: %v; no report: %w", name, runErr, err)
+	}
+	var rep conformance.Report
+	if err := json.Unmarshal(data, &rep); err != nil {
+		return nil, fmt.Errorf("run driver %s: read its report: %w", name, err)
+	}
+	return &rep, nil
 }
 
 // runDriver runs the kit for one driver, printing progress to errOut.
