@@ -98,8 +98,9 @@ func WriteJUnit(w io.Writer, reports ...*Report) error {
 }
 
 // WriteMatrix writes a Markdown table of scenario groups (rows) by
-// report (columns): "passed/run" per cell, with the skip reason when a
-// whole group was skipped and the failed scenarios' names.
+// report (columns): "passed/run pass" per cell and how many were skipped,
+// the skip reason when a whole group was skipped, and the failed
+// scenarios' names.
 func WriteMatrix(w io.Writer, reports ...*Report) error {
 	var b strings.Builder
 	b.WriteString("| Scenario group |")
@@ -123,7 +124,7 @@ func WriteMatrix(w io.Writer, reports ...*Report) error {
 }
 
 func matrixCell(r *Report, group string) string {
-	var pass, run int
+	var pass, run, skipped int
 	var failed []string
 	var reason string
 	for _, res := range r.Results {
@@ -138,10 +139,15 @@ func matrixCell(r *Report, group string) string {
 			run++
 			failed = append(failed, "`"+strings.TrimPrefix(res.Name, group+"/")+"`")
 		case Skipped:
+			skipped++
 			if reason == "" {
 				reason = res.Message
 			}
 		}
+	}
+	more := ""
+	if skipped > 0 {
+		more = fmt.Sprintf(", %d skipped", skipped)
 	}
 	switch {
 	case run == 0 && reason != "":
@@ -149,7 +155,7 @@ func matrixCell(r *Report, group string) string {
 	case run == 0:
 		return "not run"
 	case len(failed) > 0:
-		return fmt.Sprintf("%d/%d pass; fails %s", pass, run, strings.Join(failed, ", "))
+		return fmt.Sprintf("%d/%d pass%s; fails %s", pass, run, more, strings.Join(failed, ", "))
 	}
-	return fmt.Sprintf("%d/%d pass", pass, run)
+	return fmt.Sprintf("%d/%d pass%s", pass, run, more)
 }
