@@ -9,6 +9,7 @@ import (
 
 	"golang.org/x/sync/singleflight"
 	v1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stratus-ccm/stratus/internal/cloud/instanceindex"
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
@@ -46,8 +47,7 @@ type snapshot struct {
 	// listing changed anything.
 	fingerprint string
 	// invalidated is set when the provider's watch reported a change after
-	// this listing: it answers no question that needs a fresh listing, and
-	// the subscribers have been told already.
+	// this listing: it answers no question that needs a fresh listing.
 	invalidated atomic.Bool
 }
 
@@ -91,16 +91,23 @@ func (c *instanceCache) freshSince(now time.Time) time.Time {
 }
 
 // invalidate is the provider's watch reporting a change: the cached listing no
-// longer answers questions that need a fresh one, and the subscribers are told
-// (they list again, which for a watching provider costs no cloud call).
-func (c *instanceCache) invalidate(context.Context) {
+// longer answers questions that need a fresh one, and the cache lists again at
+// once (a watching provider answers from its own index, without a cloud call),
+// so that what depends on the listing without asking (KnownGone) is current
+// too; that listing tells the subscribers when it differs. It does not block.
+func (c *instanceCache) invalidate(ctx context.Context) {
 	c.mu.Lock()
 	snap := c.snap
 	c.mu.Unlock()
 	if snap != nil {
 		snap.invalidated.Store(true)
 	}
-	c.p.notify(InstancesChanged)
+	go func() {
+		ctx := WithPriority(ctx, PriorityLifecycle)
+		if _, _, err := c.get(ctx, c.p.clock.Now()); err != nil && ctx.Err() == nil {
+			log.FromContext(ctx).V(2).Info("Listing after an instance change failed", "provider", c.p.name, "error", err.Error())
+		}
+	}()
 }
 
 // knownGone reports whether the cached listing proves that node's instance does
@@ -195,7 +202,7 @@ func (c *instanceCache) listShared(ctx context.Context, notBefore time.Time) (*s
 		}
 		c.mu.Unlock()
 		// The first listing is a change too: before it, nothing was known gone.
-		if replaced && (prev == nil || !prev.invalidated.Load() && prev.fingerprint != snap.fingerprint) {
+		if replaced && (prev == nil || prev.fingerprint != snap.fingerprint) {
 			c.p.notify(InstancesChanged)
 		}
 		return snap, nil
