@@ -173,7 +173,7 @@ func (r *reconciler) repairLabels(ctx context.Context, node *v1.Node) error {
 	if len(changes) == 0 {
 		return nil
 	}
-	if err := mergePatch(ctx, r.client, node, map[string]any{"metadata": map[string]any{"labels": changes}}, false); err != nil {
+	if _, err := mergePatch(ctx, r.client, node, map[string]any{"metadata": map[string]any{"labels": changes}}, false); err != nil {
 		return fmt.Errorf("repair beta/GA labels of node %s: %w", node.Name, err)
 	}
 	log.FromContext(ctx).V(2).Info("Repaired beta/GA labels", "labels", changes)
@@ -205,10 +205,15 @@ func (r *reconciler) initialize(ctx context.Context, p *cloud.Provider, node *v1
 		return r.failed(node, p, "provided_node_ip", fmt.Errorf("initialize node %s: %w", node.Name, err))
 	}
 	if changed {
-		if err := patchAddresses(ctx, r.client, node, addrs); err != nil {
+		patched, err := patchAddresses(ctx, r.client, node, addrs)
+		if err != nil {
 			return r.failed(node, p, "write", err)
 		}
 		addressUpdates.WithLabelValues(p.Name(), "init").Inc()
+		// The address patch made the cached node's version stale: the
+		// conditional patch below starts from the answer, or it would get a
+		// conflict and a re-read for every node.
+		node = patched
 	}
 
 	first := true
@@ -236,7 +241,8 @@ func (r *reconciler) initialize(ctx context.Context, p *cloud.Provider, node *v1
 		if current.Spec.ProviderID == "" && md.ProviderID != "" {
 			spec["providerID"] = md.ProviderID
 		}
-		return mergePatch(ctx, r.client, current, map[string]any{"metadata": meta, "spec": spec}, false)
+		_, err := mergePatch(ctx, r.client, current, map[string]any{"metadata": meta, "spec": spec}, false)
+		return err
 	})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -261,27 +267,31 @@ func (r *reconciler) failed(node *v1.Node, p *cloud.Provider, cause string, err 
 
 // patchAddresses replaces the node's status.addresses with addrs (a JSON merge
 // patch replaces lists whole, so no stale entry of the same type survives).
-func patchAddresses(ctx context.Context, c client.Client, node *v1.Node, addrs []v1.NodeAddress) error {
-	if err := mergePatch(ctx, c, node, map[string]any{"status": map[string]any{"addresses": addrs}}, true); err != nil {
-		return fmt.Errorf("update addresses of node %s: %w", node.Name, err)
+func patchAddresses(ctx context.Context, c client.Client, node *v1.Node, addrs []v1.NodeAddress) (*v1.Node, error) {
+	patched, err := mergePatch(ctx, c, node, map[string]any{"status": map[string]any{"addresses": addrs}}, true)
+	if err != nil {
+		return nil, fmt.Errorf("update addresses of node %s: %w", node.Name, err)
 	}
-	return nil
+	return patched, nil
 }
 
 // mergePatch sends body as a JSON merge patch of node (of its status subresource
-// when status is true). A resourceVersion in body makes it conditional.
-func mergePatch(ctx context.Context, c client.Client, node *v1.Node, body map[string]any, status bool) error {
+// when status is true) and returns the node as the API server answered. A
+// resourceVersion in body makes it conditional.
+func mergePatch(ctx context.Context, c client.Client, node *v1.Node, body map[string]any, status bool) (*v1.Node, error) {
 	data, err := json.Marshal(body)
 	if err != nil {
-		return fmt.Errorf("encode patch of node %s: %w", node.Name, err)
+		return nil, fmt.Errorf("encode patch of node %s: %w", node.Name, err)
 	}
 	target := &v1.Node{}
 	target.Name = node.Name
 	patch := client.RawPatch(types.MergePatchType, data)
 	if status {
-		return c.Status().Patch(ctx, target, patch)
+		err = c.Status().Patch(ctx, target, patch)
+	} else {
+		err = c.Patch(ctx, target, patch)
 	}
-	return c.Patch(ctx, target, patch)
+	return target, err
 }
 
 func hasTaint(node *v1.Node, key string) bool {

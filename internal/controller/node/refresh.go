@@ -104,7 +104,7 @@ func (r *refresher) refreshProvider(ctx context.Context, p *cloud.Provider, node
 			if !changed {
 				return nil
 			}
-			if err := patchAddresses(gctx, r.client, node, addrs); err != nil {
+			if _, err := patchAddresses(gctx, r.client, node, addrs); err != nil {
 				nodeLog.Error(err, "Address refresh")
 				return nil
 			}
