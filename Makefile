@@ -33,6 +33,10 @@ kubebins-vsphere: ## Build the upstream vSphere CCM (vsphere-ccm) and stratus-cc
 kubebins-openstack: ## Build the upstream OpenStack CCM (openstack-ccm), the peer run against minicloud's OpenStack dialect, into .cache/kubebins (once; minutes).
 	hack/kubebins/build.sh openstack-ccm
 
+.PHONY: generate
+generate: ## Regenerate the Go code of proto/ (pure Go, no protoc: hack/protogen).
+	cd hack/protogen && go run . -root ../..
+
 .PHONY: test
 test: kubebins kubebins-vsphere kubebins-openstack ## Run all tests against a real control plane (what CI runs).
 	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) go test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
