@@ -1,6 +1,8 @@
 package cloud
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +12,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
+
+	"github.com/stratus-ccm/stratus/pkg/plugin"
 )
 
 // ErrInvalidConfig is wrapped by every error of Config.Validate and Build that is
@@ -116,6 +120,7 @@ func (c Config) Validate() error {
 		if p.CloudConfig != "" && p.CloudConfigFile != "" {
 			errs = append(errs, fieldErr(path+".cloudConfigFile", "set either cloudConfig or cloudConfigFile, not both"))
 		}
+		errs = append(errs, p.validatePlugin(path)...)
 		if p.ProviderIDPrefix != "" && !strings.Contains(p.ProviderIDPrefix, "://") {
 			errs = append(errs, fieldErr(path+".providerIDPrefix", "%q must start with the provider-ID scheme, e.g. \"minicloud://\"", p.ProviderIDPrefix))
 		}
@@ -151,6 +156,26 @@ func (c Config) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// validatePlugin checks the plugin block: required for type "plugin" (unless
+// the plugin's configuration is its cloud-config), refused for other types.
+func (p ProviderConfig) validatePlugin(path string) []error {
+	switch {
+	case p.Plugin == nil && p.Type == plugin.ProviderType && p.CloudConfig == "" && p.CloudConfigFile == "":
+		return []error{fieldErr(path+".plugin", "required for type %q: the plugin's address", plugin.ProviderType)}
+	case p.Plugin == nil:
+		return nil
+	case p.Type != plugin.ProviderType:
+		return []error{fieldErr(path+".plugin", "only for type %q, not %q", plugin.ProviderType, p.Type)}
+	case p.CloudConfig != "" || p.CloudConfigFile != "":
+		return []error{fieldErr(path+".plugin", "set either plugin or cloudConfig/cloudConfigFile, not both")}
+	}
+	var errs []error
+	for _, fe := range p.Plugin.Validate() {
+		errs = append(errs, fieldErr(path+".plugin."+fe.Field, "%s", fe.Message))
+	}
+	return errs
 }
 
 func (b BudgetConfig) validate(path string) []error {
@@ -252,6 +277,12 @@ func checkCapabilities(cfg Config, s *Set) error {
 func open(path func(i int, field string) string, i int, pc ProviderConfig) (*Provider, error) {
 	var config io.Reader // an untyped nil when there is no cloud-config, as upstream
 	switch {
+	case pc.Plugin != nil:
+		raw, err := json.Marshal(pc.Plugin)
+		if err != nil {
+			return nil, fieldErr(path+".plugin", "%v", err)
+		}
+		config = bytes.NewReader(raw)
 	case pc.CloudConfig != "":
 		config = strings.NewReader(pc.CloudConfig)
 	case pc.CloudConfigFile != "":

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/stratus-ccm/stratus/pkg/plugin"
 )
 
 // Config is the composition part of the manager configuration file: which providers
@@ -41,6 +43,10 @@ type ProviderConfig struct {
 	CloudConfig string `json:"cloudConfig,omitempty"`
 	// CloudConfigFile is the path of the provider's cloud-config file.
 	CloudConfigFile string `json:"cloudConfigFile,omitempty"`
+	// Plugin is where a provider of type "plugin" (an out-of-process
+	// provider, docs/plugins.md) listens. It is the plugin's cloud-config;
+	// set it instead of cloudConfig or cloudConfigFile.
+	Plugin *plugin.Config `json:"plugin,omitempty"`
 	// ProviderIDPrefix narrows which nodes the provider owns when several providers
 	// share a provider-ID scheme: the node's spec.providerID must start with it
 	// (and so it starts with "<scheme>://").

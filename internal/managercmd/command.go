@@ -67,6 +67,7 @@ the upstream cloud-controller-manager; see docs/flags.md.`,
 		},
 	}
 	opts.AddFlags(cmd.Flags())
+	cmd.AddCommand(newPluginCommand())
 	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
 		fmt.Fprintf(c.ErrOrStderr(), "stratus-ccm: %v\nRun 'stratus-ccm --help' for the flags.\n", err)
 		return err
