@@ -21,11 +21,15 @@ import (
 	"github.com/stratus-ccm/stratus/internal/manager"
 )
 
-// Main runs the command with the process's arguments until SIGINT or
-// SIGTERM and returns the exit code.
-func Main(version string) int {
+// Main runs the command until SIGINT or SIGTERM and returns the exit code.
+// Its arguments are args, or the process's when there are none.
+func Main(version string, args ...string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	err := NewCommand(version).ExecuteContext(ctx)
+	cmd := NewCommand(version)
+	if len(args) > 0 {
+		cmd.SetArgs(args)
+	}
+	err := cmd.ExecuteContext(ctx)
 	stop()
 	klog.Flush()
 	if err != nil {
