@@ -313,3 +313,52 @@ providers:
 		t.Error("Routes supported by a provider that disabled them")
 	}
 }
+
+// The plugin block of a provider of type "plugin" is validated with the
+// provider's path; it is refused on other types.
+func TestConfigPlugin(t *testing.T) {
+	for _, tc := range []struct {
+		name, config string
+		wantErr      []string
+	}{
+		{name: "unix socket", config: `
+providers:
+- name: p
+  type: plugin
+  plugin: {address: "unix:///run/stratus/p.sock"}`},
+		{name: "missing block", config: `
+providers:
+- {name: p, type: plugin}`, wantErr: []string{`providers[0].plugin: required for type "plugin"`}},
+		{name: "bad address, TCP without TLS", config: `
+providers:
+- {name: a, type: plugin, plugin: {address: "unix://relative"}}
+- {name: b, type: plugin, plugin: {address: "10.0.0.1:9000"}}
+- {name: c, type: plugin, plugin: {address: "10.0.0.1:9000", tls: {caFile: /ca.crt}}}`, wantErr: []string{
+			`providers[0].plugin.address: "unix://relative": a unix address is unix:///absolute/path`,
+			`providers[1].plugin.tls: required for a TCP address`,
+			`providers[2].plugin.tls.certFile: required`,
+			`providers[2].plugin.tls.keyFile: required`,
+		}},
+		{name: "block on another type", config: `
+providers:
+- {name: a, type: ` + fakeType + `, plugin: {address: "unix:///p.sock"}}`, wantErr: []string{`providers[0].plugin: only for type "plugin"`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := parse(t, tc.config).Validate()
+			if len(tc.wantErr) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !errors.Is(err, cloud.ErrInvalidConfig) {
+				t.Fatalf("Validate: %v; want an ErrInvalidConfig", err)
+			}
+			for _, want := range tc.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Validate: %v\nwant it to contain %q", err, want)
+				}
+			}
+		})
+	}
+}
