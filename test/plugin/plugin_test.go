@@ -30,11 +30,12 @@ import (
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/managercmd"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/vcsim"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
 	mcprovider "github.com/stratus-ccm/stratus/providers/minicloud"
-	_ "github.com/stratus-ccm/stratus/providers/vsphere"
+	_ "github.com/stratus-ccm/stratus/providers/vsphere" // served by TestVSpherePlugin
 )
 
 // pluginEnv carries the command line of a `stratus-ccm plugin serve` child.
@@ -443,5 +444,89 @@ func poll(t *testing.T, timeout time.Duration, what string, cond func(context.Co
 	})
 	if err != nil {
 		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
+	}
+}
+
+// The vSphere provider as a plugin (against a simulated vCenter): nodes are
+// initialized from its VMs, and the Node of a destroyed VM is deleted once
+// the plugin's instance watch reports it, over the protocol's stream.
+func TestVSpherePlugin(t *testing.T) {
+	env := testenv.Get(t)
+	admin, ns := env.Clientset(t), env.Namespace(t)
+	ctx := context.Background()
+	vc, err := vcsim.Start(ctx, vcsim.Options{VMs: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(vc.Close)
+	dir, err := os.MkdirTemp("", "plugin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	socket := filepath.Join(dir, "vsphere.sock")
+	cloudConfig := filepath.Join(dir, "vsphere.conf")
+	if err := os.WriteFile(cloudConfig, vc.CloudConfig(vcsim.TrustCAFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := managertest.WriteKubeconfig(t, env.Config)
+	startPlugin(t, "--provider=vsphere", "--cloud-config="+cloudConfig, "--socket="+socket, "--kubeconfig="+kubeconfig)
+	config := fmt.Sprintf(`apiVersion: stratus.io/v1alpha1
+kind: ManagerConfig
+providers:
+- name: vsphere
+  type: plugin
+  plugin: {address: "unix://%s"}
+  instanceCacheFreshness: 1s
+`, socket)
+	configPath := filepath.Join(dir, "stratus.yaml")
+	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	managertest.StartProcess(t, "--config="+configPath, "--cluster-name="+ns, "--kubeconfig="+kubeconfig,
+		"--leader-elect-resource-namespace="+ns, "--node-monitor-period=1s", "--node-deletion-grace-period=1s",
+		"--configure-cloud-routes=false", "--secure-port=0")
+
+	names := vc.Nodes()
+	hourAgo := metav1.NewTime(time.Now().Add(-time.Hour))
+	for _, name := range names {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: uninitialized, Value: "true", Effect: corev1.TaintEffectNoSchedule}}}}
+		n, err := admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), name, metav1.DeleteOptions{}) })
+		n.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletStopped", LastHeartbeatTime: hourAgo, LastTransitionTime: hourAgo}}
+		if _, err := admin.CoreV1().Nodes().UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	vms, err := vc.VMs(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		vm := vms[slices.IndexFunc(vms, func(v vcsim.VM) bool { return v.Name == name })]
+		poll(t, 90*time.Second, "node "+name+" initialized by the vSphere plugin", func(ctx context.Context) (bool, string) {
+			n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			ok := n.Spec.ProviderID == "vsphere://"+vm.UUID && n.Labels[corev1.LabelTopologyZone] == vm.Zone &&
+				!slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == uninitialized })
+			return ok, fmt.Sprintf("providerID %q, labels %v, taints %v", n.Spec.ProviderID, n.Labels, n.Spec.Taints)
+		})
+	}
+
+	if err := vc.Destroy(ctx, names[1]); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, 90*time.Second, "the destroyed VM's Node deleted", func(ctx context.Context) (bool, string) {
+		_, err := admin.CoreV1().Nodes().Get(ctx, names[1], metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("get %s: %v", names[1], err)
+	})
+	if _, err := admin.CoreV1().Nodes().Get(ctx, names[0], metav1.GetOptions{}); err != nil {
+		t.Errorf("node %s, whose VM runs: %v; want it kept", names[0], err)
 	}
 }
