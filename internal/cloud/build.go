@@ -280,7 +280,7 @@ func open(path func(i int, field string) string, i int, pc ProviderConfig) (*Pro
 	case pc.Plugin != nil:
 		raw, err := json.Marshal(pc.Plugin)
 		if err != nil {
-			return nil, fieldErr(path+".plugin", "%v", err)
+			return nil, fieldErr(path(i, "plugin"), "%v", err)
 		}
 		config = bytes.NewReader(raw)
 	case pc.CloudConfig != "":
