@@ -1,0 +1,174 @@
+package openstack
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/gophercloud/gophercloud/v2"
+	gos "github.com/gophercloud/gophercloud/v2/openstack"
+	cloudprovider "k8s.io/cloud-provider"
+)
+
+// ProviderName is the name the provider registers under (--cloud-provider)
+// and the scheme of its provider IDs, as upstream's.
+const ProviderName = "openstack"
+
+// novaMicroversion is the compute API version the provider asks for: from
+// 2.47 a server embeds its flavor (original_name), so the instance type
+// needs no flavor call per server.
+const novaMicroversion = "2.47"
+
+// requestTimeout bounds one HTTP request to the cloud.
+const requestTimeout = 60 * time.Second
+
+func init() {
+	cloudprovider.RegisterCloudProvider(ProviderName, func(r io.Reader) (cloudprovider.Interface, error) {
+		cfg, err := ParseConfig(r)
+		if err != nil {
+			return nil, err
+		}
+		return New(cfg)
+	})
+}
+
+// Cloud is the OpenStack provider: InstancesV2 over Nova servers, plus
+// stratus's InstanceLister.
+type Cloud struct {
+	cfg  *Config
+	http *http.Client
+
+	// mu guards compute: the compute client, made by the first call that
+	// needs it (authentication needs the cloud, the provider's factory
+	// does not). gophercloud re-authenticates on 401 by itself.
+	mu      sync.Mutex
+	compute *gophercloud.ServiceClient
+}
+
+// New returns the provider for cfg. It reads the CA file but contacts
+// nothing: the first call authenticates.
+func New(cfg *Config) (*Cloud, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	if cfg.CAFile != "" || cfg.TLSInsecure {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: cfg.TLSInsecure} //nolint:gosec // the operator asked for tls-insecure
+		if cfg.CAFile != "" {
+			pem, err := os.ReadFile(cfg.CAFile)
+			if err != nil {
+				return nil, fmt.Errorf("openstack config: [Global] ca-file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("openstack config: [Global] ca-file %s: no PEM certificate in it", cfg.CAFile)
+			}
+			tc.RootCAs = pool
+		}
+		tr.TLSClientConfig = tc
+	}
+	return &Cloud{cfg: cfg, http: &http.Client{Timeout: requestTimeout, Transport: tr}}, nil
+}
+
+// authOptions maps the configuration to gophercloud's, as upstream does:
+// the user's and the project's domains default to domain-id/domain-name.
+func (c *Config) authOptions() gophercloud.AuthOptions {
+	ao := gophercloud.AuthOptions{
+		IdentityEndpoint:            c.AuthURL,
+		UserID:                      c.UserID,
+		Username:                    c.Username,
+		Password:                    c.Password,
+		DomainID:                    firstOf(c.UserDomainID, c.DomainID),
+		DomainName:                  firstOf(c.UserDomainName, c.DomainName),
+		ApplicationCredentialID:     c.ApplicationCredentialID,
+		ApplicationCredentialName:   c.ApplicationCredentialName,
+		ApplicationCredentialSecret: c.ApplicationCredentialSecret,
+		AllowReauth:                 true,
+	}
+	if ao.DomainID != "" {
+		ao.DomainName = ""
+	}
+	if c.ProjectID != "" || c.ProjectName != "" {
+		s := &gophercloud.AuthScope{ProjectID: c.ProjectID}
+		if c.ProjectID == "" {
+			s.ProjectName = c.ProjectName
+			s.DomainID = firstOf(c.ProjectDomainID, c.DomainID)
+			if s.DomainID == "" {
+				s.DomainName = firstOf(c.ProjectDomainName, c.DomainName)
+			}
+		}
+		ao.Scope = s
+	}
+	if ao.ApplicationCredentialID != "" {
+		// An application credential carries its own user and scope.
+		ao.UserID, ao.Username, ao.DomainID, ao.DomainName, ao.Scope = "", "", "", "", nil
+	}
+	return ao
+}
+
+func firstOf(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// computeClient returns the Nova client, authenticating first if needed.
+func (c *Cloud) computeClient(ctx context.Context) (*gophercloud.ServiceClient, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.compute != nil {
+		return c.compute, nil
+	}
+	pc, err := gos.NewClient(c.cfg.AuthURL)
+	if err != nil {
+		return nil, fmt.Errorf("openstack: [Global] auth-url %q: %w", c.cfg.AuthURL, err)
+	}
+	pc.HTTPClient = *c.http
+	pc.UserAgent.Prepend("stratus-openstack-provider")
+	if err := gos.Authenticate(ctx, pc, c.cfg.authOptions()); err != nil {
+		return nil, classify(fmt.Sprintf("authenticate to %s", c.cfg.AuthURL), err)
+	}
+	eo := gophercloud.EndpointOpts{Region: c.cfg.Region, Availability: gophercloud.Availability(c.cfg.EndpointType)}
+	if eo.Availability == "" {
+		eo.Availability = gophercloud.AvailabilityPublic
+	}
+	sc, err := gos.NewComputeV2(pc, eo)
+	if err != nil {
+		return nil, fmt.Errorf("openstack: compute endpoint in region %q: %w", c.cfg.Region, err)
+	}
+	sc.Microversion = novaMicroversion
+	c.compute = sc
+	return sc, nil
+}
+
+// LoadBalancer returns false: load balancers are not managed yet.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+
+// Instances returns false: the provider implements InstancesV2.
+func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }
+
+// InstancesV2 returns the instances implementation.
+func (c *Cloud) InstancesV2() (cloudprovider.InstancesV2, bool) { return c, true }
+
+// Zones returns false: InstancesV2 reports zones, as upstream.
+func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
+
+// Clusters returns false.
+func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
+
+// Routes returns false: routes are not managed.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
+
+// ProviderName returns "openstack".
+func (c *Cloud) ProviderName() string { return ProviderName }
+
+// HasClusterID returns true, as upstream.
+func (c *Cloud) HasClusterID() bool { return true }
+
+// Initialize does nothing: the provider needs no Kubernetes client.
+func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
