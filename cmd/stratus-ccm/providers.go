@@ -6,5 +6,6 @@ package main
 // add its package here (a blank import).
 import (
 	_ "github.com/stratus-ccm/stratus/providers/minicloud" // registers "minicloud"
+	_ "github.com/stratus-ccm/stratus/providers/openstack" // registers "openstack"
 	_ "github.com/stratus-ccm/stratus/providers/vsphere"   // registers "vsphere"
 )

@@ -1,0 +1,114 @@
+package openstack
+
+import (
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseConfig(t *testing.T) {
+	conf := `; upstream's example
+[Global]
+auth-url = "https://keystone.example:5000/v3"
+username = ccm
+password = "s3cr;et"   ; quoted, so the ; stays
+user-domain-name = Users
+project-name = k8s
+project-domain-id = default
+region = RegionOne
+os-endpoint-type = internal
+tls-insecure
+[Networking]
+ipv6-support-disabled = true
+public-network-name = ext-a
+public-network-name = ext-b
+internal-network-name = int
+[LoadBalancer]
+enabled = false
+[Metadata]
+search-order = configDrive,metadataService
+`
+	got, err := ParseConfig(strings.NewReader(conf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &Config{AuthURL: "https://keystone.example:5000/v3", Username: "ccm", Password: "s3cr;et", UserDomainName: "Users",
+		ProjectName: "k8s", ProjectDomainID: "default", Region: "RegionOne", EndpointType: "internal", TLSInsecure: true,
+		IPv6Disabled: true, PublicNetworks: []string{"ext-a", "ext-b"}, InternalNetworks: []string{"int"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %+v\nwant %+v", got, want)
+	}
+	ao := got.authOptions()
+	if ao.DomainName != "Users" || ao.Scope == nil || ao.Scope.ProjectName != "k8s" || ao.Scope.DomainID != "default" || !ao.AllowReauth {
+		t.Errorf("auth options %+v scope %+v", ao, ao.Scope)
+	}
+}
+
+func TestParseConfigErrors(t *testing.T) {
+	const base = "[Global]\nauth-url = http://k/v3\nusername = u\npassword = p\n"
+	for _, tc := range []struct{ conf, want string }{
+		{base + "colour = red\n", "line 5: [Global] colour: unknown key"},
+		{base + "trust-id = x\n", "[Global] trust-id: not supported: trusts"},
+		{base + "use-clouds = true\n", "[Global] use-clouds: not supported: clouds.yaml"},
+		{base + "[LoadBalancer]\nfloating-network-id = n\n", "[LoadBalancer] floating-network-id: not supported: this provider does not manage load balancers"},
+		{base + "[LoadBalancer]\nenabled = true\n", "[LoadBalancer] enabled: not supported"},
+		{base + "[LoadBalancerClass \"a\"]\n", `[LoadBalancerClass "a"]: not supported`},
+		{base + "[Route]\nrouter-id = r\n", "[Route] router-id: not supported"},
+		{base + "[BlockStorage]\n", "[BlockStorage]: unknown section"},
+		{base + "tls-insecure = maybe\n", `[Global] tls-insecure: "maybe" is not a boolean`},
+		{base + "os-endpoint-type = private\n", `os-endpoint-type "private"`},
+		{"username = u\n", "line 1: a key before the first section header"},
+		{"[Global]\nusername = u\npassword = p\n", "[Global] auth-url is required"},
+		{"[Global]\nauth-url = http://k\nusername = u\n", "[Global] password"},
+		{"[Global]\nauth-url = http://k\npassword = p\n", "[Global] username or user-id is required"},
+		{"[Global]\nauth-url = http://k\napplication-credential-id = i\n", "application-credential-secret is required"},
+		{"[Global]\nauth-url = http://k\napplication-credential-name = n\napplication-credential-secret = s\n", "application-credential-name needs user-id or username"},
+	} {
+		_, err := ParseConfig(strings.NewReader(tc.conf))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseConfig(%q) = %v, want an error containing %q", tc.conf, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "s3cr") {
+			t.Errorf("error shows the password: %v", err)
+		}
+	}
+}
+
+func TestProviderIDs(t *testing.T) {
+	for id, want := range map[string]string{"openstack:///abc": "abc", "openstack://RegionOne/abc": "abc"} {
+		if got, err := serverID(id); err != nil || got != want {
+			t.Errorf("serverID(%q) = %q, %v; want %q", id, got, err, want)
+		}
+	}
+	for _, bad := range []string{"aws:///abc", "openstack:///", "openstack://abc", "openstack:///a/b"} {
+		if got, err := serverID(bad); err == nil {
+			t.Errorf("serverID(%q) = %q, want an error", bad, got)
+		}
+	}
+}
+
+// TestConfigKeysDocumented: docs/openstack.md names every key the parser
+// knows, supported or not.
+func TestConfigKeysDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/openstack.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range keys {
+		if !strings.Contains(string(doc), "`"+k.name+"`") {
+			t.Errorf("docs/openstack.md does not name [%s] `%s`", sectionNames[k.section], k.name)
+		}
+	}
+}
+
+func FuzzParseConfig(f *testing.F) {
+	f.Add("[Global]\nauth-url = http://k/v3\nusername = u\npassword = \"p;\\\"q\"\n[Networking]\npublic-network-name = a\n")
+	f.Add("[LoadBalancer]\nenabled\n")
+	f.Fuzz(func(t *testing.T, conf string) {
+		c, err := ParseConfig(strings.NewReader(conf))
+		if err == nil && c.AuthURL == "" {
+			t.Errorf("accepted a config without auth-url: %q", conf)
+		}
+	})
+}
