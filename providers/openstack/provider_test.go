@@ -279,3 +279,14 @@ func TestUnreachable(t *testing.T) {
 		t.Errorf("ListInstances with Keystone down: %v, want a transient error", err)
 	}
 }
+
+// TestRefusedCredentials: a password Keystone refuses is an error that is
+// not retried as transient and does not show the password.
+func TestRefusedCredentials(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{OpenStack: &mos.Options{}})
+	conf := strings.Replace(cloudConf(mc, ""), "password = "+mc.Token, "password = wrong-s3cret", 1)
+	_, err := newProvider(t, conf).ListInstances(context.Background())
+	if err == nil || pcp.IsTransient(err) || strings.Contains(err.Error(), "wrong-s3cret") {
+		t.Errorf("ListInstances with a refused password: %v; want a non-transient error without the password", err)
+	}
+}
