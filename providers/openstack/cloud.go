@@ -14,6 +14,8 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	gos "github.com/gophercloud/gophercloud/v2/openstack"
 	cloudprovider "k8s.io/cloud-provider"
+
+	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
 
 // ProviderName is the name the provider registers under (--cloud-provider)
@@ -44,11 +46,14 @@ type Cloud struct {
 	cfg  *Config
 	http *http.Client
 
-	// mu guards compute: the compute client, made by the first call that
-	// needs it (authentication needs the cloud, the provider's factory
-	// does not). gophercloud re-authenticates on 401 by itself.
-	mu      sync.Mutex
-	compute *gophercloud.ServiceClient
+	// mu guards the authenticated provider client and the service
+	// clients, made by the first call that needs them (authentication
+	// needs the cloud, the provider's factory does not). gophercloud
+	// re-authenticates on 401 by itself.
+	mu                   sync.Mutex
+	pc                   *gophercloud.ProviderClient
+	compute, network, lb *gophercloud.ServiceClient
+	lbs                  *loadBalancers
 }
 
 // New returns the provider for cfg. It reads the CA file but contacts
@@ -71,7 +76,9 @@ func New(cfg *Config) (*Cloud, error) {
 		}
 		tr.TLSClientConfig = tc
 	}
-	return &Cloud{cfg: cfg, http: &http.Client{Timeout: requestTimeout, Transport: tr}}, nil
+	c := &Cloud{cfg: cfg, http: &http.Client{Timeout: requestTimeout, Transport: tr}}
+	c.lbs = &loadBalancers{c: c}
+	return c, nil
 }
 
 // authOptions maps the configuration to gophercloud's, as upstream does:
@@ -117,37 +124,75 @@ func firstOf(a, b string) string {
 	return b
 }
 
-// computeClient returns the Nova client, authenticating first if needed.
-func (c *Cloud) computeClient(ctx context.Context) (*gophercloud.ServiceClient, error) {
+// client returns the service client made by mk (cached in *slot),
+// authenticating first if needed.
+func (c *Cloud) client(ctx context.Context, slot **gophercloud.ServiceClient, what string, mk func(*gophercloud.ProviderClient, gophercloud.EndpointOpts) (*gophercloud.ServiceClient, error)) (*gophercloud.ServiceClient, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.compute != nil {
-		return c.compute, nil
+	if *slot != nil {
+		return *slot, nil
 	}
-	pc, err := gos.NewClient(c.cfg.AuthURL)
-	if err != nil {
-		return nil, fmt.Errorf("openstack: [Global] auth-url %q: %w", c.cfg.AuthURL, err)
-	}
-	pc.HTTPClient = *c.http
-	pc.UserAgent.Prepend("stratus-openstack-provider")
-	if err := gos.Authenticate(ctx, pc, c.cfg.authOptions()); err != nil {
-		return nil, classify(fmt.Sprintf("authenticate to %s", c.cfg.AuthURL), err)
+	if c.pc == nil {
+		pc, err := gos.NewClient(c.cfg.AuthURL)
+		if err != nil {
+			return nil, fmt.Errorf("openstack: [Global] auth-url %q: %w", c.cfg.AuthURL, err)
+		}
+		pc.HTTPClient = *c.http
+		pc.UserAgent.Prepend("stratus-openstack-provider")
+		if err := gos.Authenticate(ctx, pc, c.cfg.authOptions()); err != nil {
+			return nil, classify(fmt.Sprintf("authenticate to %s", c.cfg.AuthURL), err)
+		}
+		c.pc = pc
 	}
 	eo := gophercloud.EndpointOpts{Region: c.cfg.Region, Availability: gophercloud.Availability(c.cfg.EndpointType)}
 	if eo.Availability == "" {
 		eo.Availability = gophercloud.AvailabilityPublic
 	}
-	sc, err := gos.NewComputeV2(pc, eo)
+	sc, err := mk(c.pc, eo)
 	if err != nil {
-		return nil, fmt.Errorf("openstack: compute endpoint in region %q: %w", c.cfg.Region, err)
+		return nil, fmt.Errorf("openstack: %s endpoint in region %q: %w", what, c.cfg.Region, err)
 	}
-	sc.Microversion = novaMicroversion
-	c.compute = sc
+	*slot = sc
 	return sc, nil
 }
 
-// LoadBalancer returns false: load balancers are not managed yet.
-func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return nil, false }
+// computeClient returns the Nova client, at novaMicroversion.
+func (c *Cloud) computeClient(ctx context.Context) (*gophercloud.ServiceClient, error) {
+	return c.client(ctx, &c.compute, "compute", func(pc *gophercloud.ProviderClient, eo gophercloud.EndpointOpts) (*gophercloud.ServiceClient, error) {
+		sc, err := gos.NewComputeV2(pc, eo)
+		if sc != nil {
+			sc.Microversion = novaMicroversion
+		}
+		return sc, err
+	})
+}
+
+// networkClient returns the Neutron client.
+func (c *Cloud) networkClient(ctx context.Context) (*gophercloud.ServiceClient, error) {
+	return c.client(ctx, &c.network, "network", gos.NewNetworkV2)
+}
+
+// lbClient returns the Octavia client.
+func (c *Cloud) lbClient(ctx context.Context) (*gophercloud.ServiceClient, error) {
+	return c.client(ctx, &c.lb, "load-balancer", gos.NewLoadBalancerV2)
+}
+
+// LoadBalancer returns the Octavia load balancers, unless [LoadBalancer]
+// enabled = false.
+func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
+	if c.cfg.LBDisabled {
+		return nil, false
+	}
+	return c.lbs, true
+}
+
+// ListLoadBalancers implements pcp.LoadBalancerLister.
+func (c *Cloud) ListLoadBalancers(ctx context.Context, clusterName string) ([]pcp.LoadBalancerRef, error) {
+	if c.cfg.LBDisabled {
+		return nil, nil
+	}
+	return c.lbs.ListLoadBalancers(ctx, clusterName)
+}
 
 // Instances returns false: the provider implements InstancesV2.
 func (c *Cloud) Instances() (cloudprovider.Instances, bool) { return nil, false }

@@ -42,6 +42,18 @@ type Config struct {
 	// addresses are ExternalIP and InternalIP ([Networking]
 	// public-network-name / internal-network-name, repeatable).
 	PublicNetworks, InternalNetworks []string
+	// LBDisabled turns load balancers off ([LoadBalancer] enabled = false).
+	LBDisabled bool
+	// SubnetID is the VIP subnet and the members' subnet ([LoadBalancer]
+	// subnet-id), required to create load balancers.
+	SubnetID string
+	// FloatingNetworkID, when set, gives every load balancer a floating IP
+	// on this network, reported instead of the VIP.
+	FloatingNetworkID string
+	// LBProvider is the Octavia provider (driver); empty is Octavia's default.
+	LBProvider string
+	// CreateMonitor adds a TCP health monitor to every pool.
+	CreateMonitor bool
 }
 
 // key is one configuration key: its section, its name, where it is stored
@@ -69,7 +81,7 @@ func boolean(f func(*Config) *bool) func(*Config, string, string) error {
 }
 
 const (
-	noLB    = "not supported: this provider does not manage load balancers yet (set [LoadBalancer] enabled = false)"
+	noLB    = "not supported by this provider's load balancers"
 	noRoute = "not supported: this provider does not manage routes"
 )
 
@@ -112,21 +124,23 @@ var keys = []key{
 	{section: "networking", name: "public-network-name", set: list(func(c *Config) *[]string { return &c.PublicNetworks })},
 	{section: "networking", name: "internal-network-name", set: list(func(c *Config) *[]string { return &c.InternalNetworks })},
 	{section: "networking", name: "address-sort-order", unsupported: "not supported: addresses keep Nova's order"},
-	{section: "loadbalancer", name: "enabled", set: func(_ *Config, v, where string) error {
+	{section: "loadbalancer", name: "enabled", set: func(c *Config, v, where string) error {
 		on, err := gitini.Bool(where, v)
-		if err == nil && on {
-			return fmt.Errorf("%s: %s", where, noLB)
-		}
+		c.LBDisabled = !on
 		return err
 	}},
+	{section: "loadbalancer", name: "subnet-id", set: str(func(c *Config) *string { return &c.SubnetID })},
+	{section: "loadbalancer", name: "floating-network-id", set: str(func(c *Config) *string { return &c.FloatingNetworkID })},
+	{section: "loadbalancer", name: "lb-provider", set: str(func(c *Config) *string { return &c.LBProvider })},
+	{section: "loadbalancer", name: "create-monitor", set: boolean(func(c *Config) *bool { return &c.CreateMonitor })},
 	{section: "route", name: "router-id", unsupported: noRoute},
 	{section: "metadata", name: "search-order", set: func(*Config, string, string) error { return nil }},
 	{section: "metadata", name: "request-timeout", unsupported: "not supported: the provider never reads the metadata service"},
 }
 
 // lbKeys are upstream's [LoadBalancer] keys: recognized, not supported.
-var lbKeys = []string{"lb-version", "subnet-id", "member-subnet-id", "network-id", "floating-network-id",
-	"floating-subnet-id", "floating-subnet", "floating-subnet-tags", "lb-method", "lb-provider", "create-monitor",
+var lbKeys = []string{"lb-version", "member-subnet-id", "network-id",
+	"floating-subnet-id", "floating-subnet", "floating-subnet-tags", "lb-method",
 	"monitor-delay", "monitor-timeout", "monitor-max-retries", "monitor-max-retries-down", "manage-security-groups",
 	"internal-lb", "node-selector", "cascade-delete", "flavor-id", "availability-zone", "enable-ingress-hostname",
 	"ingress-hostname-suffix", "max-shared-lb", "container-store", "provider-requires-serial-api-calls",

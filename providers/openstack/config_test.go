@@ -35,7 +35,7 @@ search-order = configDrive,metadataService
 	}
 	want := &Config{AuthURL: "https://keystone.example:5000/v3", Username: "ccm", Password: "s3cr;et", UserDomainName: "Users",
 		ProjectName: "k8s", ProjectDomainID: "default", Region: "RegionOne", EndpointType: "internal", TLSInsecure: true,
-		IPv6Disabled: true, PublicNetworks: []string{"ext-a", "ext-b"}, InternalNetworks: []string{"int"}}
+		IPv6Disabled: true, PublicNetworks: []string{"ext-a", "ext-b"}, InternalNetworks: []string{"int"}, LBDisabled: true}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
@@ -51,8 +51,8 @@ func TestParseConfigErrors(t *testing.T) {
 		{base + "colour = red\n", "line 5: [Global] colour: unknown key"},
 		{base + "trust-id = x\n", "[Global] trust-id: not supported: trusts"},
 		{base + "use-clouds = true\n", "[Global] use-clouds: not supported: clouds.yaml"},
-		{base + "[LoadBalancer]\nfloating-network-id = n\n", "[LoadBalancer] floating-network-id: not supported: this provider does not manage load balancers"},
-		{base + "[LoadBalancer]\nenabled = true\n", "[LoadBalancer] enabled: not supported"},
+		{base + "[LoadBalancer]\nmember-subnet-id = n\n", "[LoadBalancer] member-subnet-id: not supported by this provider's load balancers"},
+		{base + "[LoadBalancer]\ncreate-monitor = sometimes\n", "[LoadBalancer] create-monitor: \"sometimes\" is not a boolean"},
 		{base + "[LoadBalancerClass \"a\"]\n", `[LoadBalancerClass "a"]: not supported`},
 		{base + "[Route]\nrouter-id = r\n", "[Route] router-id: not supported"},
 		{base + "[BlockStorage]\n", "[BlockStorage]: unknown section"},
