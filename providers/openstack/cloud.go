@@ -40,8 +40,9 @@ func init() {
 	})
 }
 
-// Cloud is the OpenStack provider: InstancesV2 over Nova servers, plus
-// stratus's InstanceLister.
+// Cloud is the OpenStack provider: InstancesV2 over Nova servers and
+// LoadBalancer over Octavia, plus stratus's InstanceLister and
+// LoadBalancerLister.
 type Cloud struct {
 	cfg  *Config
 	http *http.Client
