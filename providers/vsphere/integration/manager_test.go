@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -285,5 +286,54 @@ func TestWrongCredentials(t *testing.T) {
 	poll(t, "old-node, whose VM is gone, to be deleted", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Nodes().Get(ctx, "old-node", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// TestVMWithoutIPs: a VM whose guest reports no IP addresses (VMware Tools not
+// running yet) leaves its joining node tainted, with a Warning event saying
+// why; once the guest reports an address, the node is initialized with it.
+func TestVMWithoutIPs(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	cs := env.Clientset(t)
+	v := startVCenter(t, 1)
+	if err := v.SetGuest(t.Context(), "node-0", vcsim.Guest{Hostname: "node-0"}); err != nil {
+		t.Fatal(err)
+	}
+	secret(t, cs, ns, v, v.Password())
+	startManager(t, env, ns, v)
+	join(t, cs, "node-0", "", false)
+
+	var event corev1.Event
+	poll(t, "an InitializationFailed event for node-0", func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=node-0,reason=InitializationFailed"})
+		if err != nil || len(list.Items) == 0 {
+			return false, err
+		}
+		event = list.Items[0]
+		return true, nil
+	})
+	if event.Type != corev1.EventTypeWarning || !strings.Contains(event.Message, "no IP addresses") {
+		t.Errorf("event %s: %q; want a Warning saying the VM has no IP addresses", event.Type, event.Message)
+	}
+	n, err := cs.CoreV1().Nodes().Get(t.Context(), "node-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !hasTaint(n, cloudapi.TaintExternalCloudProvider) || n.Spec.ProviderID != "" {
+		t.Fatalf("node-0 initialized without addresses: provider ID %q, taints %v", n.Spec.ProviderID, n.Spec.Taints)
+	}
+
+	const ip = "10.0.7.7"
+	if err := v.SetGuest(t.Context(), "node-0", vcsim.Guest{Hostname: "node-0", NICs: []vcsim.NIC{{Network: "VM Network", IPs: []string{ip}}}}); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "node-0 initialized with the guest's address", func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		return !hasTaint(n, cloudapi.TaintExternalCloudProvider) &&
+			slices.Contains(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip}), nil
 	})
 }
