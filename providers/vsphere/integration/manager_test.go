@@ -303,10 +303,16 @@ func TestVMWithoutIPs(t *testing.T) {
 	secret(t, cs, ns, v, v.Password())
 	startManager(t, env, ns, v)
 	join(t, cs, "node-0", "", false)
+	joined, err := cs.CoreV1().Nodes().Get(t.Context(), "node-0", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 
+	// Other tests of the package had a node-0 too: only this Node's events count.
 	var event corev1.Event
 	poll(t, "an InitializationFailed event for node-0", func(ctx context.Context) (bool, error) {
-		list, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=node-0,reason=InitializationFailed"})
+		list, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.name=node-0,involvedObject.uid=" + string(joined.UID) + ",reason=InitializationFailed"})
 		if err != nil || len(list.Items) == 0 {
 			return false, err
 		}
