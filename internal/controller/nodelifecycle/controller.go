@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -63,11 +64,8 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 		clouds:   clouds,
 		recorder: recorder,
 		opts:     opts,
-		now:      time.Now,
-		strikes:  map[types.UID]*strikes{},
-		clocks:   notReadyClocks{},
-		reported: map[types.UID]map[BlockReason]bool{},
-		budgets:  map[*cloud.Provider]*deletionBudget{},
+		clock:    opts.Clock,
+		state:    newState(opts),
 		changed:  make(chan struct{}, 1),
 	}
 	// A provider whose instances changed (a watch reported it, or a listing
@@ -91,7 +89,7 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 	return true, nil
 }
 
-// controller runs the monitor passes. Its maps are touched only by the pass
+// controller runs the monitor passes. Its state is touched only by the pass
 // goroutine.
 type controller struct {
 	client   client.Client
@@ -99,17 +97,8 @@ type controller struct {
 	clouds   *cloud.Set
 	recorder record.EventRecorder
 	opts     Options
-	now      func() time.Time
-
-	// strikes counts, per node UID, the checks in a row that said "does not exist".
-	strikes map[types.UID]*strikes
-	// clocks says since when each NotReady node has been NotReady.
-	clocks notReadyClocks
-	// reported holds the block reasons announced by event for a node since it
-	// was last Ready or seen to exist, so that a guard holding a node back for
-	// many passes, for whichever reasons in turn, emits one event per reason.
-	reported map[types.UID]map[BlockReason]bool
-	budgets  map[*cloud.Provider]*deletionBudget
+	clock    clock.Clock
+	state    *state
 	// changed asks for a pass before the period ends (a provider's instances
 	// changed).
 	changed chan struct{}
@@ -119,30 +108,18 @@ type controller struct {
 // sooner when a provider reports that its instances changed, until ctx is done.
 func (c *controller) Start(ctx context.Context) error {
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName("cloud-node-lifecycle"))
-	t := time.NewTimer(0)
-	defer t.Stop()
 	for {
+		c.pass(ctx)
+		t := c.clock.NewTimer(c.opts.MonitorPeriod)
 		select {
 		case <-ctx.Done():
+			t.Stop()
 			return nil
-		case <-t.C:
+		case <-t.C():
 		case <-c.changed:
 			t.Stop()
 		}
-		c.pass(ctx)
-		t.Reset(c.opts.MonitorPeriod)
 	}
-}
-
-// check is what one pass learned about a NotReady node.
-type check struct {
-	node     *v1.Node
-	since    time.Time // NotReady since
-	exists   bool
-	shutdown bool
-	err      error
-	blocked  BlockReason // set when the provider could not be asked at all
-	owned    int         // nodes the provider owns, for the budget
 }
 
 // pass checks every node that a provider owns.
@@ -162,97 +139,47 @@ func (c *controller) pass(ctx context.Context) {
 			present[n.UID] = true
 		}
 	}
-	for uid := range c.strikes {
-		if !present[uid] {
-			delete(c.strikes, uid)
-		}
-	}
-	for uid := range c.reported {
-		if !present[uid] {
-			delete(c.reported, uid)
-		}
-	}
-	for uid := range c.clocks {
-		if !present[uid] {
-			delete(c.clocks, uid)
-		}
-	}
+	c.state.forget(present)
 	for p, owned := range byProvider {
 		c.passProvider(cloud.WithPriority(ctx, cloud.PriorityLifecycle), p, owned)
 	}
 }
 
-// passProvider handles the nodes p owns: Ready ones lose the shutdown taint,
-// NotReady ones are checked against the cloud, then tainted or deleted.
+// passProvider observes the nodes p owns (the NotReady ones are checked against
+// the cloud), plans what to do with them, and applies the plan.
 func (c *controller) passProvider(ctx context.Context, p *cloud.Provider, owned []*v1.Node) {
-	logger := log.FromContext(ctx).WithValues("provider", p.Name())
-	ctx = log.IntoContext(ctx, logger)
-	var notReady []check
-	for _, n := range owned {
-		ready, since := c.clocks.observe(n)
-		if !ready {
-			notReady = append(notReady, check{node: n, since: since, owned: len(owned)})
-			continue
-		}
-		delete(c.strikes, n.UID)
-		delete(c.reported, n.UID)
-		if hasTaint(n, shutdownTaint.Key) {
-			if err := c.setShutdownTaint(ctx, n, false); err != nil {
-				logger.Error(err, "Remove shutdown taint", "node", n.Name)
-			} else {
-				decisions.WithLabelValues(p.Name(), decisionShutdownCleared).Inc()
-			}
-		}
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("provider", p.Name()))
+	ready, notReady := c.state.readiness(owned)
+	if len(notReady) > 0 {
+		c.checkInstances(ctx, p, notReady)
 	}
-	if len(notReady) == 0 {
-		return
-	}
-	c.checkInstances(ctx, p, notReady)
+	now := c.clock.Now()
+	c.apply(ctx, p, now, len(owned), c.state.plan(now, p.Name(), len(owned), ready, notReady))
+}
 
-	now := c.now()
-	var candidates []check
-	for _, ch := range notReady {
-		n := ch.node
-		switch {
-		case ch.blocked != "":
-			c.block(ctx, p, ch, ch.blocked, ch.err)
-		case ch.err != nil:
-			logger.Error(ch.err, "Check instance; node skipped this pass", "node", n.Name)
-			decisions.WithLabelValues(p.Name(), decisionCheckFailed).Inc()
-		case ch.exists:
-			delete(c.strikes, n.UID)
-			delete(c.reported, n.UID)
-			if ch.shutdown && !hasTaint(n, shutdownTaint.Key) {
-				if err := c.setShutdownTaint(ctx, n, true); err != nil {
-					logger.Error(err, "Add shutdown taint", "node", n.Name)
-				} else {
-					decisions.WithLabelValues(p.Name(), decisionShutdownTainted).Inc()
-				}
-			}
-		default:
-			st, ok := c.strikes[n.UID]
-			if !ok {
-				st = &strikes{}
-				c.strikes[n.UID] = st
-			}
-			st.observe(now, c.opts.ConfirmationInterval)
-			if reason := checkGuard(now, ch.since, c.opts.DeletionGracePeriod, st.count); reason != "" {
-				c.block(ctx, p, ch, reason, nil)
+// apply carries out a plan made at now for p's nodes (owned of them).
+func (c *controller) apply(ctx context.Context, p *cloud.Provider, now time.Time, owned int, plan []action) {
+	logger := log.FromContext(ctx)
+	for _, a := range plan {
+		n := a.node
+		switch a.kind {
+		case actUntaint, actTaint:
+			add := a.kind == actTaint
+			decision := map[bool]string{true: decisionShutdownTainted, false: decisionShutdownCleared}[add]
+			if err := c.setShutdownTaint(ctx, n, add); err != nil {
+				logger.Error(err, "Set shutdown taint", "node", n.Name, "add", add)
 				continue
 			}
-			candidates = append(candidates, ch)
-		}
-	}
-	// The budget goes to the nodes NotReady the longest.
-	slices.SortStableFunc(candidates, func(a, b check) int { return a.since.Compare(b.since) })
-	budget := c.budget(p)
-	for _, ch := range candidates {
-		if !budget.allow(now, len(owned)) {
-			c.block(ctx, p, ch, BlockedBudget, nil)
-			continue
-		}
-		if c.deleteNode(ctx, p, ch.node) {
-			budget.record(now)
+			decisions.WithLabelValues(p.Name(), decision).Inc()
+		case actCheckFailed:
+			logger.Error(a.err, "Check instance; node skipped this pass", "node", n.Name)
+			decisions.WithLabelValues(p.Name(), decisionCheckFailed).Inc()
+		case actBlock:
+			c.block(ctx, p, now, owned, a)
+		case actDelete:
+			if c.deleteNode(ctx, p, n) {
+				c.state.deleted(now, p.Name(), n.UID)
+			}
 		}
 	}
 }
@@ -301,54 +228,40 @@ func (c *controller) checkInstances(ctx context.Context, p *cloud.Provider, chec
 	_ = g.Wait() // errors are per check
 }
 
-// block records that the guard held back the deletion of ch.node, and announces
-// it by event unless this reason was announced for the node already.
-func (c *controller) block(ctx context.Context, p *cloud.Provider, ch check, reason BlockReason, cause error) {
-	n := ch.node
-	deletionBlocked.WithLabelValues(p.Name(), string(reason)).Inc()
-	log.FromContext(ctx).V(2).Info("Node deletion blocked", "node", n.Name, "reason", reason, "cause", cause)
-	if c.reported[n.UID][reason] {
+// block records that the guard held back the deletion of a.node, and announces
+// it by event when the plan says so (the first time for this reason).
+func (c *controller) block(ctx context.Context, p *cloud.Provider, now time.Time, owned int, a action) {
+	n := a.node
+	deletionBlocked.WithLabelValues(p.Name(), string(a.reason)).Inc()
+	log.FromContext(ctx).V(2).Info("Node deletion blocked", "node", n.Name, "reason", a.reason, "cause", a.cause)
+	if !a.announce {
 		return
 	}
-	if c.reported[n.UID] == nil {
-		c.reported[n.UID] = map[BlockReason]bool{}
-	}
-	c.reported[n.UID][reason] = true
 	var msg string
-	switch reason {
+	switch a.reason {
 	case BlockedListingFailed:
-		msg = fmt.Sprintf("Not deleting or tainting node %s: the instance listing of provider %s failed: %v", n.Name, p.Name(), cause)
+		msg = fmt.Sprintf("Not deleting or tainting node %s: the instance listing of provider %s failed: %v", n.Name, p.Name(), a.cause)
 	case BlockedEmptyListing:
 		msg = fmt.Sprintf("Not deleting node %s: provider %s returned an empty instance listing while it owns nodes (an outage or credentials problem?)", n.Name, p.Name())
 	case BlockedGracePeriod:
 		msg = fmt.Sprintf("Node %s does not exist in the cloud provider but has been NotReady only since %s; it is deleted when it stays NotReady for longer than %s",
-			n.Name, ch.since.UTC().Format(time.RFC3339), c.opts.DeletionGracePeriod)
+			n.Name, a.since.UTC().Format(time.RFC3339), c.opts.DeletionGracePeriod)
 	case BlockedUnconfirmed:
 		msg = fmt.Sprintf("Node %s does not exist in the cloud provider according to one check; waiting for a second check to confirm", n.Name)
 	case BlockedBudget:
-		b := c.budget(p)
-		used := b.used(c.now())
+		b := c.state.budget(p.Name())
+		used := b.used(now)
 		msg = fmt.Sprintf("Node %s does not exist in the cloud provider, but the deletion budget of provider %s is used up (%d of %d deletions per %s); it is retried later",
-			n.Name, p.Name(), used, b.limit(ch.owned+used), b.window)
+			n.Name, p.Name(), used, b.limit(owned+used), b.window)
 	}
 	// Waiting out the grace period and the confirmation is what every
 	// ordinary node removal goes through: progress, not a problem. A failed
 	// or empty listing and a used-up budget need a person.
 	eventType := v1.EventTypeWarning
-	if reason == BlockedGracePeriod || reason == BlockedUnconfirmed {
+	if a.reason == BlockedGracePeriod || a.reason == BlockedUnconfirmed {
 		eventType = v1.EventTypeNormal
 	}
 	c.recorder.Event(n, eventType, ReasonNodeDeletionBlocked, msg)
-}
-
-// budget returns p's deletion budget.
-func (c *controller) budget(p *cloud.Provider) *deletionBudget {
-	b, ok := c.budgets[p]
-	if !ok {
-		b = &deletionBudget{percent: c.opts.DeletionBudgetPercent, min: c.opts.DeletionBudgetMin, window: c.opts.DeletionBudgetWindow}
-		c.budgets[p] = b
-	}
-	return b
 }
 
 // deleteNode deletes node, on condition that it is still the object the decision
@@ -364,9 +277,6 @@ func (c *controller) deleteNode(ctx context.Context, p *cloud.Provider, node *v1
 	case err == nil:
 		logger.Info("Deleted node: its instance does not exist in the cloud provider")
 		decisions.WithLabelValues(p.Name(), decisionDeleted).Inc()
-		delete(c.strikes, uid)
-		delete(c.reported, uid)
-		delete(c.clocks, uid)
 		return true
 	case apierrors.IsNotFound(err):
 		return false

@@ -17,4 +17,9 @@
 // When the provider can list its instances (pkg/cloudprovider.InstanceLister), a
 // pass costs one listing per provider; otherwise one or two calls per NotReady
 // Node. Ready Nodes cost nothing.
+//
+// Each pass observes (Nodes, then the cloud's answers for the NotReady ones),
+// plans (state.plan: a pure function of the observations, the time from the
+// injected Options.Clock and the per-node state kept between passes) and applies
+// the plan; plan_test.go drives the guard's timing pass by pass on made-up times.
 package nodelifecycle

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 )
 
 // BlockReason says why the deletion guard held back the deletion of a node whose
@@ -70,29 +69,6 @@ func notReadySince(node *v1.Node) (status v1.ConditionStatus, since time.Time) {
 	return "", node.CreationTimestamp.Time
 }
 
-// notReadyClocks remembers since when each NotReady node has been NotReady, so
-// that the grace period does not restart when kube-controller-manager replaces a
-// missing or False Ready condition by Unknown (it stamps Unknown with its own
-// transition time although the node was NotReady before).
-type notReadyClocks map[types.UID]time.Time
-
-// observe reports whether node is Ready and, when it is not, since when it has
-// been NotReady: the earlier of what the node says and what was remembered when
-// its condition is Unknown, otherwise what the node says. A Ready node's clock is
-// forgotten, so its next NotReady spell starts afresh.
-func (c notReadyClocks) observe(node *v1.Node) (ready bool, since time.Time) {
-	status, since := notReadySince(node)
-	if status == v1.ConditionTrue {
-		delete(c, node.UID)
-		return true, time.Time{}
-	}
-	if prev, ok := c[node.UID]; ok && status == v1.ConditionUnknown && prev.Before(since) {
-		return false, prev
-	}
-	c[node.UID] = since
-	return false, since
-}
-
 // checkGuard applies the per-node conditions of the deletion guard to a NotReady
 // node that the latest check reported missing: NotReady for longer than grace,
 // and missing on at least two checks in a row (strikes). It returns "" when they
@@ -133,8 +109,14 @@ func (b *deletionBudget) used(now time.Time) int {
 // provider owning nodes. The nodes deleted within the window still count towards
 // the base, so that each deletion does not shrink the budget for the next.
 func (b *deletionBudget) allow(now time.Time, nodes int) bool {
+	return b.allowAfter(now, nodes, 0)
+}
+
+// allowAfter is allow when planned more deletions, not yet made, are counted as
+// if they were: they still count among the provider's nodes.
+func (b *deletionBudget) allowAfter(now time.Time, nodes, planned int) bool {
 	used := b.used(now)
-	return used < b.limit(nodes+used)
+	return used+planned < b.limit(nodes+used)
 }
 
 // record counts a deletion made at now.

@@ -6,6 +6,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
 )
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -78,12 +79,17 @@ func TestNotReadyClocks(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clocks := notReadyClocks{}
+			s := newState(Options{})
 			for i, st := range tc.steps {
 				n := &v1.Node{ObjectMeta: metav1.ObjectMeta{UID: "u1", CreationTimestamp: created}, Status: v1.NodeStatus{Conditions: st.conds}}
-				ready, since := clocks.observe(n)
-				if ready != st.wantReady || !since.Equal(st.wantSince) {
-					t.Errorf("step %d: observe = %v, %v; want %v, %v", i, ready, since, st.wantReady, st.wantSince)
+				readyNodes, notReady := s.readiness([]*v1.Node{n})
+				gotReady := len(readyNodes) == 1
+				var since time.Time
+				if len(notReady) == 1 {
+					since = notReady[0].since
+				}
+				if gotReady != st.wantReady || !since.Equal(st.wantSince) {
+					t.Errorf("step %d: readiness = ready %v, since %v; want %v, %v", i, gotReady, since, st.wantReady, st.wantSince)
 				}
 			}
 		})
@@ -165,7 +171,7 @@ func TestOptions(t *testing.T) {
 		MonitorPeriod: DefaultMonitorPeriod, DeletionGracePeriod: DefaultDeletionGracePeriod,
 		DeletionBudgetPercent: DefaultDeletionBudgetPercent, DeletionBudgetMin: DefaultDeletionBudgetMin,
 		DeletionBudgetWindow: DefaultDeletionBudgetWindow, Workers: DefaultWorkers,
-		ConfirmationInterval: DefaultConfirmationInterval,
+		ConfirmationInterval: DefaultConfirmationInterval, Clock: clock.RealClock{},
 	}
 	if got != want {
 		t.Errorf("defaults = %+v, want %+v", got, want)

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/stratus-ccm/stratus/internal/cloud"
 )
 
@@ -57,6 +59,9 @@ type Options struct {
 	// cannot list its instances (default 10; upstream's NodeMonitorWorkers). Each
 	// check goes through the provider's request budget.
 	Workers int
+	// Clock is the time the passes are scheduled and decided by (default the
+	// real clock); tests set a fake one.
+	Clock clock.WithTicker
 }
 
 // withDefaults validates o and returns it with zero values replaced by defaults.
@@ -96,6 +101,9 @@ func (o Options) withDefaults() (Options, error) {
 		if *n.value == 0 {
 			*n.value = n.def
 		}
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
 	}
 	return o, nil
 }
