@@ -30,8 +30,8 @@ kubebins: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl at 
 kubebins-vsphere: ## Build the upstream vSphere CCM (vsphere-ccm) and stratus-ccm with the upstream vSphere provider (stratus-cpv) into .cache/kubebins (once; minutes).
 	hack/kubebins/build.sh vsphere-ccm stratus-cpv
 
-kubebins-openstack: ## Build the upstream OpenStack CCM (openstack-ccm), the peer run against minicloud's OpenStack dialect, into .cache/kubebins (once; minutes).
-	hack/kubebins/build.sh openstack-ccm
+kubebins-openstack: ## Build the upstream OpenStack CCM (openstack-ccm) and stratus-ccm with the upstream OpenStack provider (stratus-occm) into .cache/kubebins (once; minutes).
+	hack/kubebins/build.sh openstack-ccm stratus-occm
 
 .PHONY: generate
 generate: ## Regenerate the Go code of proto/ (pure Go, no protoc: hack/protogen).

@@ -5,14 +5,15 @@
 #   kwok, and ccm: the upstream cloud-controller-manager with providers/minicloud)
 # and, on request, the upstream vSphere builds: vsphere-ccm (the upstream
 # cloud-controller-manager with the upstream vSphere provider) and stratus-cpv
-# (stratus-ccm with the upstream vSphere provider); and openstack-ccm (the upstream
-# cloud-controller-manager with the upstream OpenStack provider).
+# (stratus-ccm with the upstream vSphere provider); and the upstream OpenStack builds:
+# openstack-ccm (the upstream cloud-controller-manager with the upstream OpenStack
+# provider) and stratus-occm (stratus-ccm with the upstream OpenStack provider).
 # A binary that is already there is not rebuilt, so a second run takes well under a
 # second.
 # Usage: hack/kubebins/build.sh [--print-dir] [NAME...]
 #   With NAMEs (e.g. vsphere-ccm stratus-cpv), builds only those. Without, builds the
 #   default set, plus kwok with KUBEBINS_KWOK=1, the vSphere builds with
-#   KUBEBINS_VSPHERE=1 and openstack-ccm with KUBEBINS_OPENSTACK=1.
+#   KUBEBINS_VSPHERE=1 and the OpenStack builds with KUBEBINS_OPENSTACK=1.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,7 +28,7 @@ if [[ "${1:-}" == "--print-dir" ]]; then
 	exit 0
 fi
 
-all_names="etcd kube-apiserver kubectl kube-controller-manager helm kwok ccm vsphere-ccm stratus-cpv openstack-ccm"
+all_names="etcd kube-apiserver kubectl kube-controller-manager helm kwok ccm vsphere-ccm stratus-cpv openstack-ccm stratus-occm"
 for name in "$@"; do
 	if [[ " $all_names " != *" $name "* ]]; then
 		echo "kubebins: unknown binary $name (want some of: $all_names)" >&2
@@ -120,8 +121,14 @@ if wanted stratus-cpv KUBEBINS_VSPHERE; then
 		"$k8s_ldflags -X main.version=cpv-$CPV_VERSION"
 fi
 # The upstream OpenStack provider (and its gophercloud) adds minutes to a cold
-# build, so openstack-ccm is built only on request too; it shares ccm's main.
+# build, so the OpenStack builds are built only on request too: openstack-ccm shares
+# ccm's main; stratus-occm compiles stratus-ccm's command from this tree.
 if wanted openstack-ccm KUBEBINS_OPENSTACK; then
 	build openstack-ccm openstack-ccm github.com/stratus-ccm/stratus/hack/kubebins/openstack-ccm \
 		"$K8S_VERSION+occm-$OCCM_VERSION+$(sources hack/kubebins/ccm/upstream hack/kubebins/openstack-ccm)" "$k8s_ldflags"
+fi
+if wanted stratus-occm KUBEBINS_OPENSTACK; then
+	build stratus-occm stratus-occm github.com/stratus-ccm/stratus/hack/kubebins/stratus-occm \
+		"$K8S_VERSION+occm-$OCCM_VERSION+$(sources go.mod go.sum cmd internal pkg providers minicloud hack/kubebins/stratus-occm)" \
+		"$k8s_ldflags -X main.version=occm-$OCCM_VERSION"
 fi
