@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/rest"
 	cloudprovider "k8s.io/cloud-provider"
 )
 
@@ -119,6 +120,10 @@ type RouteDriver interface {
 // Target is a provider under test: its registered name, cloud config and
 // the driver of its cloud.
 type Target struct {
+	// Name names the run in reports (tables, JUnit suites, matrix
+	// columns); default Provider. A provider checked several ways (in
+	// process, as a plugin) needs one name per way.
+	Name string
 	// Provider is the name the provider registered with
 	// k8s.io/cloud-provider's RegisterCloudProvider.
 	Provider string
@@ -130,10 +135,19 @@ type Target struct {
 	Close func()
 }
 
-// DriverFactory makes a Target for a driver registered by name. An empty
-// cloudConfig asks the driver to start a cloud of its own (a simulator);
-// otherwise the driver reaches the cloud the config names.
-type DriverFactory func(ctx context.Context, cloudConfig []byte) (*Target, error)
+// DriverOptions is what a DriverFactory is given.
+type DriverOptions struct {
+	// CloudConfig, when empty, asks the driver to start a cloud of its own
+	// (a simulator); otherwise the driver reaches the cloud it names.
+	CloudConfig []byte
+	// KubeConfig is the control plane of the run, for drivers that serve
+	// the provider themselves (as a plugin) and hand it to the provider's
+	// Initialize.
+	KubeConfig *rest.Config
+}
+
+// DriverFactory makes a Target for a driver registered by name.
+type DriverFactory func(ctx context.Context, o DriverOptions) (*Target, error)
 
 var drivers = map[string]DriverFactory{}
 
@@ -153,12 +167,12 @@ func Drivers() []string {
 }
 
 // NewTarget makes the Target of the registered driver name.
-func NewTarget(ctx context.Context, name string, cloudConfig []byte) (*Target, error) {
+func NewTarget(ctx context.Context, name string, o DriverOptions) (*Target, error) {
 	f, ok := drivers[name]
 	if !ok {
 		return nil, &UnknownDriverError{Name: name, Known: Drivers()}
 	}
-	return f(ctx, cloudConfig)
+	return f(ctx, o)
 }
 
 // UnknownDriverError is returned by NewTarget for a name no driver

@@ -13,6 +13,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	cloudprovider "k8s.io/cloud-provider"
@@ -121,8 +122,8 @@ func (e *env) joinedWith(ctx context.Context, change func(*v1.Node)) (*v1.Node, 
 		switch {
 		case w.ProviderID != "" && got.Spec.ProviderID != w.ProviderID:
 			return expected("provider ID of Node "+n.Name, w.ProviderID, got.Spec.ProviderID)
-		case len(w.NodeAddresses) > 0 && !sameAddresses(got.Status.Addresses, w.NodeAddresses):
-			return expected("addresses of Node "+n.Name, w.NodeAddresses, got.Status.Addresses)
+		case len(w.NodeAddresses) > 0 && !sameAddresses(got.Status.Addresses, initializedAddresses(m)):
+			return expected("addresses of Node "+n.Name, initializedAddresses(m), got.Status.Addresses)
 		case w.Zone != "" && got.Labels[v1.LabelTopologyZone] != w.Zone:
 			return expected("label "+v1.LabelTopologyZone+" of Node "+n.Name, w.Zone, got.Labels[v1.LabelTopologyZone])
 		case w.Region != "" && got.Labels[v1.LabelTopologyRegion] != w.Region:
@@ -213,13 +214,16 @@ func (e *env) createService(ctx context.Context, ns string) (*v1.Service, error)
 
 // namespace returns the run's namespace for Services, created once.
 func (e *env) namespace(ctx context.Context) (string, error) {
-	name := "conformance-" + e.runID
+	name := e.namespaceName()
 	_, err := e.kube.CoreV1().Namespaces().Create(ctx, &v1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	if err != nil && !apierrors.IsAlreadyExists(err) {
 		return "", fmt.Errorf("create namespace %s: %w", name, err)
 	}
 	return name, nil
 }
+
+// namespaceName is the name of the run's namespace.
+func (e *env) namespaceName() string { return "conformance-" + e.runID }
 
 // e2eManager is stratus-ccm running in this process.
 type e2eManager struct {
@@ -259,9 +263,9 @@ func (e *env) startManager() error {
 		m.stop()
 		return fmt.Errorf("stratus-ccm: write the cloud config: %w", err)
 	}
-	if err := e.writeKubeconfig(kubeconfig); err != nil {
+	if err := WriteKubeconfig(e.cfg.KubeConfig, kubeconfig); err != nil {
 		m.stop()
-		return err
+		return fmt.Errorf("stratus-ccm: %w", err)
 	}
 	args := []string{
 		"--cloud-provider=" + e.cfg.Provider,
@@ -301,16 +305,16 @@ func (m *e2eManager) stop() {
 	os.RemoveAll(m.dir)
 }
 
-// writeKubeconfig writes the kit's control plane as a kubeconfig file.
-func (e *env) writeKubeconfig(path string) error {
-	c := e.cfg.KubeConfig
+// WriteKubeconfig writes c as a kubeconfig file at path, for a process
+// the kit or a driver starts (stratus-ccm, a plugin).
+func WriteKubeconfig(c *rest.Config, path string) error {
 	kc := clientcmdapi.NewConfig()
 	kc.Clusters["conformance"] = &clientcmdapi.Cluster{Server: c.Host, CertificateAuthorityData: c.CAData, CertificateAuthority: c.CAFile, InsecureSkipTLSVerify: c.Insecure}
 	kc.AuthInfos["conformance"] = &clientcmdapi.AuthInfo{Token: c.BearerToken, ClientCertificateData: c.CertData, ClientKeyData: c.KeyData, ClientCertificate: c.CertFile, ClientKey: c.KeyFile}
 	kc.Contexts["conformance"] = &clientcmdapi.Context{Cluster: "conformance", AuthInfo: "conformance"}
 	kc.CurrentContext = "conformance"
 	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		return fmt.Errorf("stratus-ccm: write the kubeconfig: %w", err)
+		return fmt.Errorf("write the kubeconfig %s: %w", path, err)
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -32,6 +33,8 @@ const DefaultClusterName = "conformance"
 
 // Config says what Run checks.
 type Config struct {
+	// Name names the run in the Report (default Provider).
+	Name string
 	// Provider is the registered provider name (required).
 	Provider string
 	// CloudConfig is the provider's cloud config.
@@ -90,6 +93,9 @@ type Result struct {
 
 // Report is the outcome of a Run.
 type Report struct {
+	// Name is Config.Name: the run's name in tables, JUnit suites and
+	// matrix columns.
+	Name string
 	// Provider and Driver name what ran.
 	Provider, Driver string
 	// Results are in scenario order.
@@ -145,7 +151,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	k := newKit(&cfg, raw, kube)
 	defer k.close()
-	rep := &Report{Provider: cfg.Provider, Driver: fmt.Sprintf("%T", cfg.Driver)}
+	rep := &Report{Name: cfg.Name, Provider: cfg.Provider, Driver: fmt.Sprintf("%T", cfg.Driver)}
 	for _, s := range Scenarios() {
 		if cfg.Focus != nil && !cfg.Focus.MatchString(s.Name) {
 			continue
@@ -192,6 +198,9 @@ func (c *Config) validate() error {
 	}
 	if c.ClusterName == "" {
 		c.ClusterName = DefaultClusterName
+	}
+	if c.Name == "" {
+		c.Name = c.Provider
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = DefaultTimeout
@@ -443,9 +452,25 @@ func initialized(m *Machine) *v1.Node {
 		n.Spec.ProviderID = m.Want.ProviderID
 	}
 	if len(m.Want.NodeAddresses) > 0 {
-		n.Status.Addresses = append([]v1.NodeAddress(nil), m.Want.NodeAddresses...)
+		n.Status.Addresses = initializedAddresses(m)
 	}
 	return n
+}
+
+// initializedAddresses are the addresses the node controller (stratus's,
+// like upstream's) gives the machine's Node: the provider's, then the
+// kubelet's host name when the provider reports none.
+func initializedAddresses(m *Machine) []v1.NodeAddress {
+	addrs := append([]v1.NodeAddress(nil), m.Want.NodeAddresses...)
+	if slices.ContainsFunc(addrs, func(a v1.NodeAddress) bool { return a.Type == v1.NodeHostName }) {
+		return addrs
+	}
+	for _, a := range m.Node.Status.Addresses {
+		if a.Type == v1.NodeHostName {
+			addrs = append(addrs, a)
+		}
+	}
+	return addrs
 }
 
 // expected is the failure "expected want, got got" for what.

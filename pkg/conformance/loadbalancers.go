@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	v1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/cloud-provider/api"
@@ -116,7 +118,7 @@ func loadBalancerScenarios() []Scenario {
 					return err
 				}
 				for _, set := range [][]*v1.Node{nodes[1:], nodes} {
-					if err := e.lb.UpdateLoadBalancer(ctx, e.cfg.ClusterName, svc, set); err != nil {
+					if err := e.update(ctx, svc, set); err != nil {
 						return fmt.Errorf("UpdateLoadBalancer with %d nodes: expected success, got %w", len(set), err)
 					}
 					if err := e.wantBackends(ctx, svc, set); err != nil {
@@ -189,6 +191,9 @@ func loadBalancerScenarios() []Scenario {
 				for _, u := range unsup {
 					svc := e.service()
 					u.Apply(svc)
+					if err := e.mirror(ctx, svc); err != nil {
+						return err
+					}
 					e.deleteLater(e.cfg.ClusterName, svc)
 					_, err := e.lb.EnsureLoadBalancer(ctx, e.cfg.ClusterName, svc, nodes)
 					switch {
@@ -294,7 +299,7 @@ func loadBalancerScenarios() []Scenario {
 				if err := e.reaches(ctx, st, svc.Spec.Ports[0].Port, nodes); err != nil {
 					return err
 				}
-				if err := e.lb.UpdateLoadBalancer(ctx, e.cfg.ClusterName, svc, nodes[:1]); err != nil {
+				if err := e.update(ctx, svc, nodes[:1]); err != nil {
 					return fmt.Errorf("UpdateLoadBalancer: %w", err)
 				}
 				return e.reaches(ctx, st, svc.Spec.Ports[0].Port, nodes[:1])
@@ -377,16 +382,44 @@ func loadBalancerScenarios() []Scenario {
 func nodePort() int32 { return int32(30000 + rand.IntN(2768)) }
 
 // service returns a new LoadBalancer Service with one TCP port (80) and a
-// random UID; it exists only in memory, as providers treat Services as
-// read-only.
+// random UID, in the run's namespace. The load balancer calls get it from
+// memory, as stratus passes a Service; ensure also keeps a copy in the API
+// (mirror).
 func (e *env) service() *v1.Service {
 	svc := &v1.Service{Spec: v1.ServiceSpec{
 		Type:                  v1.ServiceTypeLoadBalancer,
 		Ports:                 []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: nodePort()}},
 		ExternalTrafficPolicy: v1.ServiceExternalTrafficPolicyCluster,
 	}}
-	svc.Namespace, svc.Name, svc.UID = "conformance", e.name(), uuid.NewUUID()
+	svc.Namespace, svc.Name, svc.UID = e.namespaceName(), e.name(), uuid.NewUUID()
 	return svc
+}
+
+// mirror keeps a Service of svc's namespace and name in the API until the
+// scenario ends: a provider may read or annotate the Service object (the
+// upstream OpenStack provider records its load balancer's ID on it). It is
+// of type ClusterIP, so that no controller acts on it and no NodePort is
+// allocated; only its name matters.
+func (e *env) mirror(ctx context.Context, svc *v1.Service) error {
+	if _, err := e.namespace(ctx); err != nil {
+		return err
+	}
+	m := &v1.Service{Spec: v1.ServiceSpec{Type: v1.ServiceTypeClusterIP, Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80}}}}
+	m.Namespace, m.Name = svc.Namespace, svc.Name
+	_, err := e.kube.CoreV1().Services(svc.Namespace).Create(ctx, m, metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return nil
+	case err != nil:
+		return fmt.Errorf("create Service %s/%s: %w", svc.Namespace, svc.Name, err)
+	}
+	e.later(func(ctx context.Context) error {
+		if err := e.kube.CoreV1().Services(svc.Namespace).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			return fmt.Errorf("delete Service %s/%s: %w", svc.Namespace, svc.Name, err)
+		}
+		return nil
+	})
+	return nil
 }
 
 // rebuilt is svc as stratus rebuilds it from a pcp.LoadBalancerRef.
@@ -423,6 +456,9 @@ func (e *env) deleteLater(cluster string, svc *v1.Service) {
 // ensure calls EnsureLoadBalancer until it stops answering RetryError,
 // and checks that the status has an ingress.
 func (e *env) ensure(ctx context.Context, cluster string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+	if err := e.mirror(ctx, svc); err != nil {
+		return nil, err
+	}
 	e.deleteLater(cluster, svc)
 	var st *v1.LoadBalancerStatus
 	var final error
@@ -446,6 +482,26 @@ func (e *env) ensure(ctx context.Context, cluster string, svc *v1.Service, nodes
 		return nil, expected("EnsureLoadBalancer's status of Service "+svc.Name, "an ingress IP or hostname", st)
 	}
 	return st, nil
+}
+
+// update calls UpdateLoadBalancer until it stops answering RetryError:
+// a provider that never blocks may answer it while the cloud applies the
+// change, and stratus then converges the load balancer with an ensure.
+func (e *env) update(ctx context.Context, svc *v1.Service, nodes []*v1.Node) error {
+	var final error
+	err := e.eventually(ctx, func(ctx context.Context) error {
+		err := e.lb.UpdateLoadBalancer(ctx, e.cfg.ClusterName, svc, nodes)
+		var retry *api.RetryError
+		if errors.As(err, &retry) {
+			return err
+		}
+		final = err
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	return final
 }
 
 // created ensures a load balancer of a new Service on one new machine.
@@ -612,7 +668,7 @@ func goneBackend(update bool) func(context.Context, *env) error {
 			return fmt.Errorf("driver: delete machine %s: %w", machines[1].Node.Name, err)
 		}
 		if update {
-			if err := e.lb.UpdateLoadBalancer(ctx, e.cfg.ClusterName, svc, nodes); err != nil {
+			if err := e.update(ctx, svc, nodes); err != nil {
 				return fmt.Errorf("UpdateLoadBalancer with a Node whose machine is gone: expected success, got %w", err)
 			}
 		} else if _, err := e.ensure(ctx, e.cfg.ClusterName, svc, nodes); err != nil {

@@ -19,8 +19,17 @@ func WriteTable(w io.Writer, r *Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	_, err := fmt.Fprintf(w, "\n%s: %d passed, %d failed, %d skipped\n", r.Provider, r.Count(Passed), r.Count(Failed), r.Count(Skipped))
+	_, err := fmt.Fprintf(w, "\n%s: %d passed, %d failed, %d skipped\n", r.title(), r.Count(Passed), r.Count(Failed), r.Count(Skipped))
 	return err
+}
+
+// title is the report's name, or its provider's for a report without one
+// (read from JSON written before names existed).
+func (r *Report) title() string {
+	if r.Name != "" {
+		return r.Name
+	}
+	return r.Provider
 }
 
 func oneLine(s string) string { return strings.Join(strings.Fields(s), " ") }
@@ -60,13 +69,13 @@ func WriteJUnit(w io.Writer, reports ...*Report) error {
 	var out junitSuites
 	for _, r := range reports {
 		for _, g := range Groups {
-			s := junitSuite{Name: r.Provider + "/" + g}
+			s := junitSuite{Name: r.title() + "/" + g}
 			var total float64
 			for _, res := range r.Results {
 				if res.Group != g {
 					continue
 				}
-				c := junitCase{Name: res.Name, Classname: r.Provider + "." + g, Time: fmt.Sprintf("%.3f", res.Duration.Seconds()), SystemOut: res.Doc}
+				c := junitCase{Name: res.Name, Classname: r.title() + "." + g, Time: fmt.Sprintf("%.3f", res.Duration.Seconds()), SystemOut: res.Doc}
 				switch res.Status {
 				case Failed:
 					c.Failure = &junitMessage{Message: oneLine(res.Message), Body: res.Message}
@@ -105,7 +114,7 @@ func WriteMatrix(w io.Writer, reports ...*Report) error {
 	var b strings.Builder
 	b.WriteString("| Scenario group |")
 	for _, r := range reports {
-		fmt.Fprintf(&b, " %s |", r.Provider)
+		fmt.Fprintf(&b, " %s |", r.title())
 	}
 	b.WriteString("\n|---|")
 	for range reports {

@@ -26,8 +26,9 @@ import (
 	"github.com/stratus-ccm/stratus/internal/cli/table"
 	"github.com/stratus-ccm/stratus/internal/testenv"
 	"github.com/stratus-ccm/stratus/pkg/conformance"
-	_ "github.com/stratus-ccm/stratus/pkg/conformance/mcdriver"    // registers the driver "minicloud"
-	_ "github.com/stratus-ccm/stratus/pkg/conformance/vcsimdriver" // registers the driver "vcsim"
+	_ "github.com/stratus-ccm/stratus/pkg/conformance/mcdriver"    // registers the drivers "minicloud" and "minicloud-plugin"
+	_ "github.com/stratus-ccm/stratus/pkg/conformance/osdriver"    // registers the drivers "openstack" and "openstack-upstream"
+	_ "github.com/stratus-ccm/stratus/pkg/conformance/vcsimdriver" // registers the drivers "vcsim" and "vcsim-upstream"
 )
 
 // Markers delimit the generated matrix in the file --matrix names.
@@ -244,7 +245,7 @@ func (o *options) runChild(ctx context.Context, name string, out, errOut io.Writ
 
 // runDriver runs the kit for one driver, printing progress to errOut.
 func (o *options) runDriver(ctx context.Context, name string, kube *rest.Config, errOut io.Writer) (*conformance.Report, error) {
-	target, err := conformance.NewTarget(ctx, name, o.cloudCfgData)
+	target, err := conformance.NewTarget(ctx, name, conformance.DriverOptions{CloudConfig: o.cloudCfgData, KubeConfig: kube})
 	if err != nil {
 		return nil, fmt.Errorf("--driver %s: %w", name, err)
 	}
@@ -257,6 +258,7 @@ func (o *options) runDriver(ctx context.Context, name string, kube *rest.Config,
 	}
 	fmt.Fprintf(errOut, "running %d scenarios for provider %s with driver %s\n", len(conformance.Scenarios()), provider, name)
 	rep, err := conformance.Run(ctx, conformance.Config{
+		Name:        target.Name,
 		Provider:    provider,
 		CloudConfig: target.CloudConfig,
 		Driver:      target.Driver,

@@ -107,6 +107,30 @@ func TestFocusedRunPasses(t *testing.T) {
 	}
 }
 
+// The minicloud-plugin driver runs the provider through the plugin
+// protocol, named as such in the table, the JUnit suites and the matrix.
+func TestPluginDriver(t *testing.T) {
+	dir := t.TempDir()
+	junitPath, matrixPath := filepath.Join(dir, "out.xml"), filepath.Join(dir, "m.md")
+	if err := os.WriteFile(matrixPath, []byte(MatrixBegin+"\n"+MatrixEnd+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := execute("--driver=minicloud-plugin", "--kubeconfig="+kubeconfig(t), "--focus=^instances/provider-id$",
+		"--junit="+junitPath, "--matrix="+matrixPath)
+	if err != nil {
+		t.Fatalf("conformance: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "PASS    instances/provider-id") || !strings.Contains(out, "minicloud (plugin): 1 passed, 0 failed, 0 skipped") {
+		t.Errorf("table:\n%s", out)
+	}
+	if j := readJUnit(t, junitPath); len(j.Suites) != 1 || j.Suites[0].Name != "minicloud (plugin)/instances" {
+		t.Errorf("JUnit suites %+v", j.Suites)
+	}
+	if m, _ := os.ReadFile(matrixPath); !strings.Contains(string(m), "| Scenario group | minicloud (plugin) |") {
+		t.Errorf("matrix file:\n%s", m)
+	}
+}
+
 // A failing scenario makes the command fail with ErrFailed (exit status
 // 1) and is a JUnit failure naming what was expected.
 func TestFailureFailsTheCommand(t *testing.T) {
@@ -135,7 +159,7 @@ func TestBadFlags(t *testing.T) {
 	}{
 		{[]string{"--focus=("}, "--focus"},
 		{[]string{"--skip=["}, "--skip"},
-		{[]string{"--driver=nope"}, `--driver "nope": want one of minicloud, vcsim`},
+		{[]string{"--driver=nope"}, `--driver "nope": want one of minicloud, minicloud-plugin, openstack, openstack-upstream, vcsim, vcsim-upstream`},
 		{[]string{"--timeout=0s"}, "--timeout"},
 		{[]string{"--cloud-config=x.yaml"}, "give exactly one --driver"},
 		{[]string{"--driver=minicloud", "--cloud-config=/does/not/exist"}, "--cloud-config"},

@@ -4,9 +4,11 @@
 // the cloud fails through its fault injection (PUT /v1/_faults).
 //
 // Importing the package registers the provider "minicloud" and the
-// conformance driver "minicloud": with an empty cloud config the driver
-// starts a minicloud in-process; otherwise it drives the minicloud that
-// the provider's cloud config names.
+// conformance drivers "minicloud" and "minicloud-plugin" (the same provider
+// served as a plugin in this process, checked through the provider
+// protocol): with an empty cloud config a driver starts a minicloud
+// in-process; otherwise it drives the minicloud that the provider's cloud
+// config names.
 package mcdriver
 
 import (
@@ -33,31 +35,48 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/pkg/conformance"
+	"github.com/stratus-ccm/stratus/pkg/conformance/plugindriver"
 	mcprovider "github.com/stratus-ccm/stratus/providers/minicloud"
 )
 
-// Name is the driver's registered name.
-const Name = "minicloud"
+// Names of the registered drivers.
+const (
+	Name       = "minicloud"
+	PluginName = "minicloud-plugin"
+)
 
 func init() {
-	conformance.RegisterDriver(Name, func(ctx context.Context, cloudConfig []byte) (*conformance.Target, error) {
-		if len(cloudConfig) == 0 {
-			return StartInProcess(ctx)
-		}
-		cfg, err := mcprovider.ParseConfig(bytes.NewReader(cloudConfig))
-		if err != nil {
-			return nil, fmt.Errorf("minicloud driver: %w", err)
-		}
-		token, err := cfg.ResolveToken()
-		if err != nil {
-			return nil, fmt.Errorf("minicloud driver: %w", err)
-		}
-		c, err := client.New(cfg.URL, token)
-		if err != nil {
-			return nil, fmt.Errorf("minicloud driver: url: %w", err)
-		}
-		return &conformance.Target{Provider: mcprovider.ProviderName, CloudConfig: cloudConfig, Driver: New(c)}, nil
+	conformance.RegisterDriver(Name, func(ctx context.Context, o conformance.DriverOptions) (*conformance.Target, error) {
+		return target(ctx, o.CloudConfig)
 	})
+	conformance.RegisterDriver(PluginName, func(ctx context.Context, o conformance.DriverOptions) (*conformance.Target, error) {
+		t, err := target(ctx, o.CloudConfig)
+		if err != nil {
+			return nil, err
+		}
+		return plugindriver.Serve(ctx, t, o.KubeConfig)
+	})
+}
+
+// target is the Target of the minicloud cloudConfig names, or of one
+// started in process when it is empty.
+func target(ctx context.Context, cloudConfig []byte) (*conformance.Target, error) {
+	if len(cloudConfig) == 0 {
+		return StartInProcess(ctx)
+	}
+	cfg, err := mcprovider.ParseConfig(bytes.NewReader(cloudConfig))
+	if err != nil {
+		return nil, fmt.Errorf("minicloud driver: %w", err)
+	}
+	token, err := cfg.ResolveToken()
+	if err != nil {
+		return nil, fmt.Errorf("minicloud driver: %w", err)
+	}
+	c, err := client.New(cfg.URL, token)
+	if err != nil {
+		return nil, fmt.Errorf("minicloud driver: url: %w", err)
+	}
+	return &conformance.Target{Provider: mcprovider.ProviderName, CloudConfig: cloudConfig, Driver: New(c)}, nil
 }
 
 // Driver drives a minicloud through its API.
@@ -66,6 +85,7 @@ type Driver struct {
 
 	mu    sync.Mutex
 	names map[string]string // instance ID -> node name, of created machines
+	ids   map[string]string // node name -> instance ID, of created machines
 	n     int
 }
 
@@ -78,12 +98,45 @@ var (
 
 // New returns a driver of the minicloud c reaches. c must be allowed to
 // set faults.
-func New(c *client.Client) *Driver { return &Driver{c: c, names: map[string]string{}} }
+func New(c *client.Client) *Driver {
+	return &Driver{c: c, names: map[string]string{}, ids: map[string]string{}}
+}
 
-// StartInProcess runs a minicloud in this process on random loopback
-// address pools, with load balancers active at once, and returns its
-// Target; Target.Close stops it and removes its state.
+// Client is the driver's client of the minicloud API.
+func (d *Driver) Client() *client.Client { return d.c }
+
+// Cloud is a minicloud Start runs in this process.
+type Cloud struct {
+	// URL and Token reach its API.
+	URL, Token string
+	// Config is the server's configuration, with the chosen pools.
+	Config minicloud.Config
+	// Driver drives it.
+	Driver *Driver
+	// Close stops it and removes its state.
+	Close func()
+}
+
+// StartInProcess runs a minicloud in this process (Start) and returns the
+// Target of the minicloud provider for it; Target.Close stops it.
 func StartInProcess(ctx context.Context) (*conformance.Target, error) {
+	c, err := Start(ctx, nil)
+	if err != nil {
+		return nil, err
+	}
+	return &conformance.Target{
+		Provider:    mcprovider.ProviderName,
+		CloudConfig: fmt.Appendf(nil, "url: %s\ntoken: %s\n", c.URL, c.Token),
+		Driver:      c.Driver,
+		Close:       c.Close,
+	}, nil
+}
+
+// Start runs a minicloud in this process on random loopback address
+// pools, with load balancers active at once. mount, when not nil, is
+// called before the server serves, to add an API dialect
+// (minicloud/openstack's Mount).
+func Start(ctx context.Context, mount func(*minicloud.Server) error) (*Cloud, error) {
 	dir, err := os.MkdirTemp("", "minicloud-conformance-")
 	if err != nil {
 		return nil, fmt.Errorf("minicloud driver: %w", err)
@@ -104,6 +157,13 @@ func StartInProcess(ctx context.Context) (*conformance.Target, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("minicloud driver: %w", err)
 	}
+	if mount != nil {
+		if err := mount(srv); err != nil {
+			srv.Close()
+			os.RemoveAll(dir)
+			return nil, fmt.Errorf("minicloud driver: %w", err)
+		}
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		srv.Close()
@@ -121,10 +181,8 @@ func StartInProcess(ctx context.Context) (*conformance.Target, error) {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("minicloud driver: %w", err)
 	}
-	return &conformance.Target{
-		Provider:    mcprovider.ProviderName,
-		CloudConfig: fmt.Appendf(nil, "url: %s\ntoken: %s\n", url, cfg.Tokens[0]),
-		Driver:      New(c),
+	return &Cloud{
+		URL: url, Token: cfg.Tokens[0], Config: cfg, Driver: New(c),
 		Close: func() {
 			cancel()
 			<-done
@@ -165,6 +223,7 @@ func (d *Driver) CreateMachine(ctx context.Context, name string) (*conformance.M
 	}
 	d.mu.Lock()
 	d.names[in.ID] = name
+	d.ids[name] = in.ID
 	d.mu.Unlock()
 	// What docs/providers.md says the minicloud provider reports.
 	addrs := []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: in.PrivateIP}}
@@ -187,13 +246,21 @@ func (d *Driver) CreateMachine(ctx context.Context, name string) (*conformance.M
 	}, nil
 }
 
-func (d *Driver) id(m *conformance.Machine) (string, error) {
+// InstanceID is the instance ID of a machine: of the one created under its node
+// name, else read from its minicloud provider ID.
+func (d *Driver) InstanceID(m *conformance.Machine) (string, error) {
+	d.mu.Lock()
+	id, ok := d.ids[m.Node.Name]
+	d.mu.Unlock()
+	if ok {
+		return id, nil
+	}
 	return mcprovider.InstanceIDOf(m.Want.ProviderID)
 }
 
 // StopMachine stops the instance.
 func (d *Driver) StopMachine(ctx context.Context, m *conformance.Machine) error {
-	id, err := d.id(m)
+	id, err := d.InstanceID(m)
 	if err == nil {
 		_, err = d.c.StopInstance(ctx, id)
 	}
@@ -202,7 +269,7 @@ func (d *Driver) StopMachine(ctx context.Context, m *conformance.Machine) error 
 
 // StartMachine starts the instance.
 func (d *Driver) StartMachine(ctx context.Context, m *conformance.Machine) error {
-	id, err := d.id(m)
+	id, err := d.InstanceID(m)
 	if err == nil {
 		_, err = d.c.StartInstance(ctx, id)
 	}
@@ -211,7 +278,7 @@ func (d *Driver) StartMachine(ctx context.Context, m *conformance.Machine) error
 
 // DeleteMachine deletes the instance; one already gone is fine.
 func (d *Driver) DeleteMachine(ctx context.Context, m *conformance.Machine) error {
-	id, err := d.id(m)
+	id, err := d.InstanceID(m)
 	if err != nil {
 		return err
 	}

@@ -6,7 +6,10 @@
 // are skipped with the reason.
 //
 // Importing the package registers the provider "vsphere" and the
-// conformance driver "vcsim", which always starts its own simulator.
+// conformance drivers "vcsim" (stratus's provider, in process) and
+// "vcsim-upstream" (the upstream vSphere provider, k8s.io/cloud-provider-vsphere
+// unchanged, served as a plugin by hack/kubebins' stratus-cpv, `make
+// kubebins-vsphere`). Each always starts its own simulator.
 package vcsimdriver
 
 import (
@@ -20,23 +23,44 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/vcsim"
 	"github.com/stratus-ccm/stratus/pkg/conformance"
+	"github.com/stratus-ccm/stratus/pkg/conformance/plugindriver"
 	_ "github.com/stratus-ccm/stratus/providers/vsphere" // registers "vsphere"
 )
 
-// Name is the driver's registered name.
-const Name = "vcsim"
+// Names of the registered drivers.
+const (
+	Name         = "vcsim"
+	UpstreamName = "vcsim-upstream"
+)
 
 // Provider is the name the vSphere provider registers.
 const Provider = "vsphere"
 
 func init() {
-	conformance.RegisterDriver(Name, func(ctx context.Context, cloudConfig []byte) (*conformance.Target, error) {
-		if len(cloudConfig) != 0 {
-			return nil, errors.New("vcsim driver: a cloud config was given, but the driver starts its own simulated vCenter and writes the cloud config for it")
+	conformance.RegisterDriver(Name, func(ctx context.Context, o conformance.DriverOptions) (*conformance.Target, error) {
+		if len(o.CloudConfig) != 0 {
+			return nil, errNoCloudConfig
 		}
 		return Start(ctx)
 	})
+	conformance.RegisterDriver(UpstreamName, func(ctx context.Context, o conformance.DriverOptions) (*conformance.Target, error) {
+		if len(o.CloudConfig) != 0 {
+			return nil, errNoCloudConfig
+		}
+		bin, err := plugindriver.Kubebin("stratus-cpv", "kubebins-vsphere")
+		if err != nil {
+			return nil, fmt.Errorf("vcsim driver: %w", err)
+		}
+		t, err := Start(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t.Name = "vsphere upstream"
+		return plugindriver.Exec(ctx, t, o.KubeConfig, bin, "plugin", "serve")
+	})
 }
+
+var errNoCloudConfig = errors.New("vcsim driver: a cloud config was given, but the driver starts its own simulated vCenter and writes the cloud config for it")
 
 // Driver drives a simulated vCenter.
 type Driver struct {

@@ -1,0 +1,121 @@
+package plugindriver_test
+
+import (
+	"context"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stratus-ccm/stratus/internal/managercmd"
+	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/pkg/conformance"
+	"github.com/stratus-ccm/stratus/pkg/conformance/mcdriver"
+	"github.com/stratus-ccm/stratus/pkg/conformance/plugindriver"
+	"github.com/stratus-ccm/stratus/pkg/plugin"
+)
+
+// serveEnv makes this test binary, run again as a child, be `stratus-ccm`
+// (with the providers this package's imports register): the plugin process
+// of TestExec.
+const serveEnv = "PLUGINDRIVER_TEST_STRATUS_CCM"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(serveEnv) == "1" {
+		os.Exit(managercmd.Main("test", os.Args[1:]...))
+	}
+	testenv.Main(m)
+}
+
+func run(t *testing.T, target *conformance.Target, focus *regexp.Regexp) *conformance.Report {
+	t.Helper()
+	env := testenv.Get(t)
+	rep, err := conformance.Run(context.Background(), conformance.Config{
+		Name:        target.Name,
+		Provider:    target.Provider,
+		CloudConfig: target.CloudConfig,
+		Driver:      target.Driver,
+		KubeConfig:  env.Config,
+		ClusterName: "cf-" + env.Namespace(t),
+		Focus:       focus,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var table strings.Builder
+	conformance.WriteTable(&table, rep)
+	t.Log("\n" + table.String())
+	for _, r := range rep.Results {
+		if r.Status == conformance.Failed {
+			t.Errorf("%s: %s", r.Name, r.Message)
+		}
+	}
+	return rep
+}
+
+// TestConformance runs the whole kit against the minicloud provider served
+// by plugin.Serve in this process, through the provider protocol (provider
+// type "plugin", also for the e2e group's stratus-ccm): every scenario
+// passes, as in process, and only the instance watch minicloud lacks is
+// skipped.
+func TestConformance(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	mc, err := mcdriver.StartInProcess(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	target, err := plugindriver.Serve(ctx, mc, env.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(target.Close)
+	if target.Provider != plugin.ProviderType || target.Name != "minicloud (plugin)" {
+		t.Fatalf("target: provider %q, name %q; want %q, %q", target.Provider, target.Name, plugin.ProviderType, "minicloud (plugin)")
+	}
+	rep := run(t, target, nil)
+	for _, r := range rep.Results {
+		if r.Status == conformance.Skipped && !strings.HasPrefix(r.Name, "instancewatcher/") {
+			t.Errorf("%s skipped (%s); minicloud supports everything but the instance watch", r.Name, r.Message)
+		}
+	}
+	if n := len(rep.Results); n != len(conformance.Scenarios()) {
+		t.Errorf("%d results, want one per scenario (%d)", n, len(conformance.Scenarios()))
+	}
+}
+
+// TestExec serves minicloud from a `stratus-ccm plugin serve` child
+// process, as the upstream providers' builds are run: the instance
+// scenarios pass through it.
+func TestExec(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	mc, err := mcdriver.StartInProcess(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(serveEnv, "1")
+	target, err := plugindriver.Exec(ctx, mc, env.Config, os.Args[0], "plugin", "serve")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(target.Close)
+	rep := run(t, target, regexp.MustCompile(`^instances/(provider-id|running-exists|stopped-is-shutdown|deleted-not-exists)$`))
+	if got := rep.Count(conformance.Passed); got != 4 {
+		t.Errorf("%d scenarios passed, want 4", got)
+	}
+}
+
+// A plugin process that exits before serving fails Exec with its output.
+func TestExecReportsExit(t *testing.T) {
+	t.Setenv(serveEnv, "1")
+	closed := false
+	target := &conformance.Target{Provider: "no-such-provider", Close: func() { closed = true }}
+	_, err := plugindriver.Exec(context.Background(), target, nil, os.Args[0], "plugin", "serve")
+	if err == nil || !strings.Contains(err.Error(), `provider "no-such-provider" is not registered in this build`) {
+		t.Errorf("Exec of a plugin that exits: %v; want an error with its output", err)
+	}
+	if !closed {
+		t.Error("the Target given to a failed Exec was not closed")
+	}
+}
