@@ -50,7 +50,7 @@ bench-quick: kubebins kubebins-vsphere build ## Run every benchmark scenario at 
 	bin/stratus bench --quick --out bench/results/quick.json --markdown bench/results/quick.md --chart bench/results/quick.png $(ARGS)
 
 .PHONY: conformance
-conformance: kubebins build ## Run the provider conformance kit with every driver; JUnit in .cache/conformance.xml, the matrix in docs/conformance.md.
+conformance: kubebins kubebins-vsphere kubebins-openstack build ## Run the provider conformance kit with every driver (the upstream providers as plugins); JUnit in .cache/conformance.xml, the matrix in docs/conformance.md.
 	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) bin/stratus conformance --junit .cache/conformance.xml --matrix docs/conformance.md $(ARGS)
 
 .PHONY: test-short
