@@ -135,6 +135,8 @@ type Client struct {
 	done   chan struct{}
 
 	v2     cloudprovider.InstancesV2
+	inst   cloudprovider.Instances
+	zones  cloudprovider.Zones
 	lb     cloudprovider.LoadBalancer
 	routes cloudprovider.Routes
 
@@ -238,12 +240,21 @@ func checkCapabilities(caps *pb.Capabilities) error {
 	case caps.HasClusterId == nil:
 		return protocolErr("GetCapabilities: the reply has no has_cluster_id")
 	}
+	// Values this manager does not know come from a newer plugin of the
+	// same protocol version (additions are compatible): they are not used.
+	known := 0
 	for _, i := range caps.Interfaces {
-		if _, known := pb.Interface_name[int32(i)]; !known || i == pb.Interface_INTERFACE_UNSPECIFIED {
-			return protocolErr("GetCapabilities: unknown interface %d", i)
+		if _, ok := pb.Interface_name[int32(i)]; ok && i != pb.Interface_INTERFACE_UNSPECIFIED {
+			known++
 		}
 	}
+	if known == 0 {
+		return protocolErr("GetCapabilities: the plugin claims none of the interfaces INSTANCES_V2, INSTANCES, ZONES, LOAD_BALANCER and ROUTES")
+	}
 	has := func(i pb.Interface) bool { return slices.Contains(caps.Interfaces, i) }
+	if has(pb.Interface_INTERFACE_ZONES) && !has(pb.Interface_INTERFACE_INSTANCES) && !has(pb.Interface_INTERFACE_INSTANCES_V2) {
+		return protocolErr("GetCapabilities: interface ZONES without INSTANCES or INSTANCES_V2 (zones are only asked about nodes)")
+	}
 	for _, e := range caps.Extensions {
 		switch e {
 		case pb.Extension_EXTENSION_INSTANCE_LISTER, pb.Extension_EXTENSION_INSTANCE_WATCHER:
@@ -254,8 +265,6 @@ func checkCapabilities(caps *pb.Capabilities) error {
 			if !has(pb.Interface_INTERFACE_LOAD_BALANCER) {
 				return protocolErr("GetCapabilities: extension %s without interface LOAD_BALANCER", e)
 			}
-		default:
-			return protocolErr("GetCapabilities: unknown extension %d", e)
 		}
 	}
 	if slices.Contains(caps.Extensions, pb.Extension_EXTENSION_INSTANCE_WATCHER) && !slices.Contains(caps.Extensions, pb.Extension_EXTENSION_INSTANCE_LISTER) {
@@ -288,6 +297,12 @@ func (c *Client) assemble() {
 	}
 	if slices.Contains(c.caps.Interfaces, pb.Interface_INTERFACE_ROUTES) {
 		c.routes = routes{c}
+	}
+	if slices.Contains(c.caps.Interfaces, pb.Interface_INTERFACE_INSTANCES) {
+		c.inst = instancesV1{c}
+	}
+	if slices.Contains(c.caps.Interfaces, pb.Interface_INTERFACE_ZONES) {
+		c.zones = zones{c}
 	}
 }
 
@@ -425,15 +440,16 @@ func (c *Client) Initialize(_ cloudprovider.ControllerClientBuilder, stop <-chan
 // LoadBalancer is the plugin's LoadBalancer, when it supports one.
 func (c *Client) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c.lb, c.lb != nil }
 
-// Instances is not carried by the protocol: plugins serve InstancesV2.
-func (c *Client) Instances() (cloudprovider.Instances, bool) { return nil, false }
+// Instances is the plugin's Instances (v1), when it supports them. The cloud
+// layer uses them (with Zones) only when the plugin has no InstancesV2.
+func (c *Client) Instances() (cloudprovider.Instances, bool) { return c.inst, c.inst != nil }
 
 // InstancesV2 is the plugin's InstancesV2, when it supports one; it also
 // implements pcp.InstanceLister and pcp.InstanceWatcher when the plugin does.
 func (c *Client) InstancesV2() (cloudprovider.InstancesV2, bool) { return c.v2, c.v2 != nil }
 
-// Zones is not carried by the protocol: InstancesV2 reports zones.
-func (c *Client) Zones() (cloudprovider.Zones, bool) { return nil, false }
+// Zones is the plugin's Zones, when it supports them.
+func (c *Client) Zones() (cloudprovider.Zones, bool) { return c.zones, c.zones != nil }
 
 // Clusters is not carried by the protocol.
 func (c *Client) Clusters() (cloudprovider.Clusters, bool) { return nil, false }

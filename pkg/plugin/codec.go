@@ -368,5 +368,11 @@ func fromError(e *pb.Error) error {
 	default:
 		return errors.New(msg)
 	}
+	// A provider that returned the bare sentinel gets the sentinel itself:
+	// k8s.io/cloud-provider compares some of them with == (as
+	// GetInstanceProviderID does with InstanceNotFound).
+	if msg == marker.Error() {
+		return marker
+	}
 	return &remoteError{msg: msg, marker: marker}
 }

@@ -28,11 +28,18 @@ func TestErrorsCrossTheWire(t *testing.T) {
 		{"instance not found", fmt.Errorf("instance i-1: %w", cloudprovider.InstanceNotFound), func(e error) bool {
 			return errors.Is(e, cloudprovider.InstanceNotFound)
 		}},
+		// k8s.io/cloud-provider compares the bare sentinels with ==.
+		{"bare instance not found", cloudprovider.InstanceNotFound, func(e error) bool {
+			return e == cloudprovider.InstanceNotFound
+		}},
+		{"bare not implemented", cloudprovider.NotImplemented, func(e error) bool {
+			return e == cloudprovider.NotImplemented
+		}},
 		{"not implemented", fmt.Errorf("zones: %w", cloudprovider.NotImplemented), func(e error) bool {
 			return errors.Is(e, cloudprovider.NotImplemented)
 		}},
 		{"implemented elsewhere", cloudprovider.ImplementedElsewhere, func(e error) bool {
-			return errors.Is(e, cloudprovider.ImplementedElsewhere)
+			return e == cloudprovider.ImplementedElsewhere
 		}},
 		{"retry", api.NewRetryError("load balancer lb-1 is provisioning", 7*time.Second), func(e error) bool {
 			var r *api.RetryError

@@ -17,14 +17,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/fake"
 
+	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
@@ -226,14 +232,36 @@ func waitFor(t *testing.T, what string, cond func() (bool, string)) {
 type liar struct {
 	pb.UnimplementedProviderServer
 	version uint32
+	// caps, when set, is the answer to GetCapabilities instead.
+	caps *pb.Capabilities
+}
+
+func liarCaps(version uint32) *pb.Capabilities {
+	return &pb.Capabilities{
+		ProtocolVersion: proto.Uint32(version), ProviderName: proto.String("liar"), ProviderIdScheme: proto.String("liar"), HasClusterId: proto.Bool(true),
+		Interfaces: []pb.Interface{pb.Interface_INTERFACE_INSTANCES_V2, pb.Interface_INTERFACE_LOAD_BALANCER, pb.Interface_INTERFACE_ROUTES,
+			pb.Interface_INTERFACE_INSTANCES, pb.Interface_INTERFACE_ZONES},
+		Extensions: []pb.Extension{pb.Extension_EXTENSION_INSTANCE_LISTER},
+	}
 }
 
 func (l *liar) GetCapabilities(context.Context, *pb.GetCapabilitiesRequest) (*pb.Capabilities, error) {
-	return &pb.Capabilities{
-		ProtocolVersion: proto.Uint32(l.version), ProviderName: proto.String("liar"), ProviderIdScheme: proto.String("liar"), HasClusterId: proto.Bool(true),
-		Interfaces: []pb.Interface{pb.Interface_INTERFACE_INSTANCES_V2, pb.Interface_INTERFACE_LOAD_BALANCER, pb.Interface_INTERFACE_ROUTES},
-		Extensions: []pb.Extension{pb.Extension_EXTENSION_INSTANCE_LISTER},
-	}, nil
+	if l.caps != nil {
+		return l.caps, nil
+	}
+	return liarCaps(l.version), nil
+}
+
+func (l *liar) InstanceID(context.Context, *pb.NodeNameRequest) (*pb.InstanceIDResponse, error) {
+	return &pb.InstanceIDResponse{}, nil
+}
+
+func (l *liar) NodeAddressesByProviderID(context.Context, *pb.ProviderIDRequest) (*pb.NodeAddressesResponse, error) {
+	return &pb.NodeAddressesResponse{NodeAddresses: []*pb.NodeAddress{{Address: proto.String("10.0.0.1")}}}, nil
+}
+
+func (l *liar) GetZoneByProviderID(context.Context, *pb.ProviderIDRequest) (*pb.ZoneResponse, error) {
+	return &pb.ZoneResponse{Zone: &pb.Zone{FailureDomain: proto.String("a")}}, nil
 }
 
 func (l *liar) InstanceExists(context.Context, *pb.InstanceRequest) (*pb.InstanceExistsResponse, error) {
@@ -248,15 +276,21 @@ func (l *liar) GetLoadBalancer(context.Context, *pb.LoadBalancerRequest) (*pb.Ge
 	return &pb.GetLoadBalancerResponse{Exists: proto.Bool(true), Status: []byte("{not json")}, nil
 }
 
-func startLiar(t *testing.T, l *liar) string {
+// startLiar serves l (or, when l is nil, the first of others) on a new
+// socket.
+func startLiar(t *testing.T, l *liar, others ...pb.ProviderServer) string {
 	t.Helper()
+	var impl pb.ProviderServer = l
+	if l == nil {
+		impl = others[0]
+	}
 	addr := socket(t)
 	lis, err := net.Listen("unix", strings.TrimPrefix(addr, "unix://"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	srv := grpc.NewServer()
-	pb.RegisterProviderServer(srv, l)
+	pb.RegisterProviderServer(srv, impl)
 	go srv.Serve(lis)
 	t.Cleanup(srv.Stop)
 	return addr
@@ -272,6 +306,8 @@ func TestGarbageAnswers(t *testing.T) {
 	v2, _ := c.InstancesV2()
 	lb, _ := c.LoadBalancer()
 	routes, _ := c.Routes()
+	inst, _ := c.Instances()
+	zones, _ := c.Zones()
 	for _, tc := range []struct {
 		name, want string
 		call       func() error
@@ -290,6 +326,26 @@ func TestGarbageAnswers(t *testing.T) {
 		}},
 		{"claimed but not implemented", "ListRoutes: plugin protocol violation: the plugin claims the capability but does not implement the method", func() error {
 			_, err := routes.ListRoutes(ctx, "c")
+			return err
+		}},
+		{"Instances claimed but not implemented", "InstanceTypeByProviderID: plugin protocol violation: the plugin claims the capability", func() error {
+			_, err := inst.InstanceTypeByProviderID(ctx, "liar://1")
+			return err
+		}},
+		{"Zones claimed but not implemented", "GetZoneByNodeName: plugin protocol violation: the plugin claims the capability", func() error {
+			_, err := zones.GetZoneByNodeName(ctx, "n")
+			return err
+		}},
+		{"InstanceID without instance_id", "InstanceID: plugin protocol violation: the reply has no instance_id", func() error {
+			_, err := inst.InstanceID(ctx, "n")
+			return err
+		}},
+		{"NodeAddressesByProviderID with an address without type", "node_addresses[0]: type and address are required", func() error {
+			_, err := inst.NodeAddressesByProviderID(ctx, "liar://1")
+			return err
+		}},
+		{"GetZoneByProviderID without region", "GetZoneByProviderID: plugin protocol violation: the reply has no zone with failure_domain and region", func() error {
+			_, err := zones.GetZoneByProviderID(ctx, "liar://1")
 			return err
 		}},
 	} {
@@ -375,5 +431,170 @@ func writePEM(t *testing.T, path, typ string, der []byte) {
 	t.Helper()
 	if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A plugin whose capabilities contradict themselves is refused at connection
+// with an error saying what is wrong.
+func TestCapabilityLies(t *testing.T) {
+	with := func(edit func(*pb.Capabilities)) *pb.Capabilities {
+		c := liarCaps(plugin.ProtocolVersion)
+		edit(c)
+		return c
+	}
+	for _, tc := range []struct {
+		name, want string
+		caps       *pb.Capabilities
+	}{
+		{"no interface", "claims none of the interfaces", with(func(c *pb.Capabilities) { c.Interfaces, c.Extensions = nil, nil })},
+		{"only unknown interfaces", "claims none of the interfaces", with(func(c *pb.Capabilities) { c.Interfaces, c.Extensions = []pb.Interface{99}, nil })},
+		{"zones alone", "interface ZONES without INSTANCES or INSTANCES_V2", with(func(c *pb.Capabilities) {
+			c.Interfaces, c.Extensions = []pb.Interface{pb.Interface_INTERFACE_ZONES}, nil
+		})},
+		{"instance lister without InstancesV2", "extension EXTENSION_INSTANCE_LISTER without interface INSTANCES_V2", with(func(c *pb.Capabilities) {
+			c.Interfaces = []pb.Interface{pb.Interface_INTERFACE_INSTANCES, pb.Interface_INTERFACE_ZONES}
+		})},
+		{"load-balancer lister without LoadBalancer", "extension EXTENSION_LOAD_BALANCER_LISTER without interface LOAD_BALANCER", with(func(c *pb.Capabilities) {
+			c.Interfaces = []pb.Interface{pb.Interface_INTERFACE_ROUTES}
+			c.Extensions = []pb.Extension{pb.Extension_EXTENSION_LOAD_BALANCER_LISTER}
+		})},
+		{"watcher without lister", "extension INSTANCE_WATCHER without INSTANCE_LISTER", with(func(c *pb.Capabilities) {
+			c.Extensions = []pb.Extension{pb.Extension_EXTENSION_INSTANCE_WATCHER}
+		})},
+		{"no provider_id_scheme", "the reply has no provider_id_scheme", with(func(c *pb.Capabilities) { c.ProviderIdScheme = nil })},
+		{"no protocol_version", "the reply has no protocol_version", with(func(c *pb.Capabilities) { c.ProtocolVersion = nil })},
+		{"no has_cluster_id", "the reply has no has_cluster_id", with(func(c *pb.Capabilities) { c.HasClusterId = nil })},
+	} {
+		addr := startLiar(t, &liar{caps: tc.caps})
+		_, err := plugin.Dial(context.Background(), plugin.Config{Address: addr})
+		if err == nil || !errors.Is(err, plugin.ErrProtocol) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Dial: %v; want a protocol error containing %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+// refuser is an older (or newer) plugin that speaks none of the manager's
+// protocol versions.
+type refuser struct{ pb.UnimplementedProviderServer }
+
+func (refuser) GetCapabilities(context.Context, *pb.GetCapabilitiesRequest) (*pb.Capabilities, error) {
+	return nil, status.Error(codes.FailedPrecondition, "the plugin speaks protocol version 0")
+}
+
+// Version negotiation both ways: a plugin that speaks none of the manager's
+// versions is refused with the plugin's reason; a newer plugin that also
+// speaks version 1 is used, and what it claims beyond what this manager
+// knows is left alone; the plugin's side refuses a manager that does not
+// speak its version and picks 1 from a list that has it.
+func TestVersionNegotiation(t *testing.T) {
+	ctx := context.Background()
+	ctxT, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if _, err := plugin.Dial(ctxT, plugin.Config{Address: startLiar(t, nil, refuser{})}); err == nil || !errors.Is(err, plugin.ErrProtocol) ||
+		!strings.Contains(err.Error(), "version negotiation failed: the plugin speaks protocol version 0") {
+		t.Errorf("Dial a plugin of version 0: %v", err)
+	}
+
+	newer := liarCaps(plugin.ProtocolVersion)
+	newer.Interfaces = append(newer.Interfaces, 99)
+	newer.Extensions = append(newer.Extensions, 42)
+	c := dial(t, plugin.Config{Address: startLiar(t, &liar{caps: newer})})
+	if _, ok := c.InstancesV2(); !ok {
+		t.Error("the newer plugin's InstancesV2 is not used")
+	}
+	if _, ok := c.Zones(); !ok {
+		t.Error("the newer plugin's Zones are not used")
+	}
+
+	addr := socket(t)
+	serve(t, &fake.Cloud{Provider: "fake", EnableInstancesV2: true}, plugin.ServeOptions{Address: addr})
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rpc := pb.NewProviderClient(conn)
+	_, err = rpc.GetCapabilities(ctx, &pb.GetCapabilitiesRequest{ProtocolVersions: []uint32{2, 3}}, grpc.WaitForReady(true))
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "the plugin speaks protocol version 1; the manager speaks [2 3]") {
+		t.Errorf("GetCapabilities from a manager of versions 2 and 3: %v; want FAILED_PRECONDITION", err)
+	}
+	caps, err := rpc.GetCapabilities(ctx, &pb.GetCapabilitiesRequest{ProtocolVersions: []uint32{2, 1}})
+	if err != nil || caps.GetProtocolVersion() != 1 {
+		t.Errorf("GetCapabilities from a manager of versions 2 and 1: %v, %v; want version 1", caps, err)
+	}
+}
+
+// An upstream provider with only Instances (v1) and Zones, as a plugin:
+// the cloud layer assembles the same metadata and answers the same
+// existence and shutdown questions as with the provider in process
+// (provider-ID lookup by name, InstanceNotFound by name meaning "does not
+// exist"), and the calls the layer does not make cross too.
+func TestInstancesV1AsPlugin(t *testing.T) {
+	ctx := context.Background()
+	raw := &fake.Cloud{
+		Provider:           "v1cloud",
+		Addresses:          []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: "10.0.0.9"}},
+		ExtID:              map[types.NodeName]string{"by-name": "i-9"},
+		ExtIDErr:           map[types.NodeName]error{"missing": cloudprovider.InstanceNotFound},
+		InstanceTypes:      map[types.NodeName]string{"v1cloud://i-9": "large", "by-name": "large"},
+		Zone:               cloudprovider.Zone{FailureDomain: "zone-b", Region: "region-2"},
+		ExistsByProviderID: true,
+		NodeShutdown:       true,
+		DisableRoutes:      true, DisableLoadBalancers: true, DisableClusters: true,
+	}
+	addr := socket(t)
+	serve(t, raw, plugin.ServeOptions{Address: addr})
+	c := dial(t, plugin.Config{Address: addr})
+	if _, ok := c.InstancesV2(); ok {
+		t.Error("the plugin has InstancesV2; the provider has none")
+	}
+	if _, ok := c.LoadBalancer(); ok {
+		t.Error("the plugin has a LoadBalancer; the provider has none")
+	}
+	inProcess := cloud.NewProvider("v1cloud", raw)
+	viaPlugin := cloud.NewProvider("v1cloud", c) // the same name: errors name the provider
+	if !viaPlugin.HasInstances() {
+		t.Fatal("HasInstances through the plugin = false")
+	}
+	for _, n := range []*v1.Node{node("by-name", ""), node("x", "v1cloud://i-9"), node("missing", "")} {
+		wantMD, wantErr := inProcess.InstanceMetadata(ctx, n)
+		md, err := viaPlugin.InstanceMetadata(ctx, n)
+		if diff := cmp.Diff(wantMD, md); diff != "" || errString(err) != errString(wantErr) {
+			t.Errorf("InstanceMetadata(%s) through the plugin: %v; in process: %v (-in process +plugin):\n%s", n.Name, err, wantErr, diff)
+		}
+		if errors.Is(wantErr, cloudprovider.InstanceNotFound) != errors.Is(err, cloudprovider.InstanceNotFound) {
+			t.Errorf("InstanceMetadata(%s): InstanceNotFound in process %v, through the plugin %v", n.Name, wantErr, err)
+		}
+		for what, f := range map[string]func(*cloud.Provider) (bool, error){
+			"InstanceExists":   func(p *cloud.Provider) (bool, error) { return p.InstanceExists(ctx, n) },
+			"InstanceShutdown": func(p *cloud.Provider) (bool, error) { return p.InstanceShutdown(ctx, n) },
+		} {
+			want, wantErr := f(inProcess)
+			got, err := f(viaPlugin)
+			if got != want || errString(err) != errString(wantErr) {
+				t.Errorf("%s(%s): through the plugin %v, %v; in process %v, %v", what, n.Name, got, err, want, wantErr)
+			}
+		}
+	}
+	if md, err := viaPlugin.InstanceMetadata(ctx, node("by-name", "")); err != nil || md.Zone != "zone-b" || md.InstanceType != "large" || md.ProviderID != "v1cloud://i-9" {
+		t.Errorf("InstanceMetadata(by-name) through the plugin: %+v, %v", md, err)
+	}
+
+	inst, _ := c.Instances()
+	zones, _ := c.Zones()
+	if name, err := inst.CurrentNodeName(ctx, "host-1"); err != nil || name != "host-1" {
+		t.Errorf("CurrentNodeName: %q, %v", name, err)
+	}
+	if zone, err := zones.GetZone(ctx); err != nil || zone != raw.Zone {
+		t.Errorf("GetZone: %+v, %v", zone, err)
+	}
+	if addrs, err := inst.NodeAddresses(ctx, "by-name"); err != nil || !cmp.Equal(addrs, raw.Addresses) {
+		t.Errorf("NodeAddresses: %v, %v", addrs, err)
+	}
+	if _, err := inst.InstanceID(ctx, "missing"); !errors.Is(err, cloudprovider.InstanceNotFound) {
+		t.Errorf("InstanceID(missing): %v; want InstanceNotFound", err)
+	}
+	if err := inst.AddSSHKeyToAllInstances(ctx, "root", []byte("ssh-ed25519 AAAA")); !errors.Is(err, cloudprovider.NotImplemented) {
+		t.Errorf("AddSSHKeyToAllInstances: %v; want NotImplemented", err)
 	}
 }

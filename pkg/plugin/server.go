@@ -50,8 +50,8 @@ const gracefulStop = 10 * time.Second
 // Serve serves provider over the provider protocol until ctx ends: it calls
 // the provider's Initialize (with opts.ClientBuilder and ctx's end as the
 // stop channel), listens on opts.Address and answers the manager's calls.
-// Any cloudprovider.Interface works; its InstancesV2, LoadBalancer and Routes
-// and the pkg/cloudprovider extensions are served. It returns nil when ctx
+// Any cloudprovider.Interface works; its InstancesV2, Instances (v1), Zones,
+// LoadBalancer and Routes and the pkg/cloudprovider extensions are served. It returns nil when ctx
 // ended, or the error that stopped it.
 func Serve(ctx context.Context, provider cloudprovider.Interface, opts ServeOptions) error {
 	if provider == nil {
@@ -59,7 +59,7 @@ func Serve(ctx context.Context, provider cloudprovider.Interface, opts ServeOpti
 	}
 	caps := capabilitiesOf(provider, opts.ProviderName)
 	if len(caps.Interfaces) == 0 {
-		return fmt.Errorf("plugin: serve provider %q: it supports none of InstancesV2, LoadBalancer and Routes (Instances (v1) and Zones are not served over the protocol)", caps.GetProviderName())
+		return fmt.Errorf("plugin: serve provider %q: it supports none of InstancesV2, Instances, LoadBalancer and Routes", caps.GetProviderName())
 	}
 	var serverOpts []grpc.ServerOption
 	if opts.TLS != nil {
@@ -196,6 +196,14 @@ func capabilitiesOf(p cloudprovider.Interface, name string) *pb.Capabilities {
 	}
 	if r, ok := p.Routes(); ok && r != nil {
 		caps.Interfaces = append(caps.Interfaces, pb.Interface_INTERFACE_ROUTES)
+	}
+	if inst, ok := p.Instances(); ok && inst != nil {
+		caps.Interfaces = append(caps.Interfaces, pb.Interface_INTERFACE_INSTANCES)
+	}
+	// Zones are only asked about nodes: without Instances of either kind
+	// the manager has no use for them.
+	if z, ok := p.Zones(); ok && z != nil && (slices.Contains(caps.Interfaces, pb.Interface_INTERFACE_INSTANCES) || slices.Contains(caps.Interfaces, pb.Interface_INTERFACE_INSTANCES_V2)) {
+		caps.Interfaces = append(caps.Interfaces, pb.Interface_INTERFACE_ZONES)
 	}
 	return caps
 }

@@ -46,6 +46,9 @@ const (
 	Interface_INTERFACE_INSTANCES_V2  Interface = 1
 	Interface_INTERFACE_LOAD_BALANCER Interface = 2
 	Interface_INTERFACE_ROUTES        Interface = 3
+	// Instances (v1), for providers without InstancesV2.
+	Interface_INTERFACE_INSTANCES Interface = 4
+	Interface_INTERFACE_ZONES     Interface = 5
 )
 
 // Enum value maps for Interface.
@@ -55,12 +58,16 @@ var (
 		1: "INTERFACE_INSTANCES_V2",
 		2: "INTERFACE_LOAD_BALANCER",
 		3: "INTERFACE_ROUTES",
+		4: "INTERFACE_INSTANCES",
+		5: "INTERFACE_ZONES",
 	}
 	Interface_value = map[string]int32{
 		"INTERFACE_UNSPECIFIED":   0,
 		"INTERFACE_INSTANCES_V2":  1,
 		"INTERFACE_LOAD_BALANCER": 2,
 		"INTERFACE_ROUTES":        3,
+		"INTERFACE_INSTANCES":     4,
+		"INTERFACE_ZONES":         5,
 	}
 )
 
@@ -213,7 +220,7 @@ func (x Error_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Error_Kind.Descriptor instead.
 func (Error_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{30, 0}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{40, 0}
 }
 
 // GetCapabilitiesRequest says which protocol versions the manager speaks.
@@ -1798,6 +1805,466 @@ func (*DeleteRouteResponse) Descriptor() ([]byte, []int) {
 	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{29}
 }
 
+// NodeNameRequest names a node by its name.
+type NodeNameRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	NodeName      *string `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3,oneof" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeNameRequest) Reset() {
+	*x = NodeNameRequest{}
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeNameRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeNameRequest) ProtoMessage() {}
+
+func (x *NodeNameRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeNameRequest.ProtoReflect.Descriptor instead.
+func (*NodeNameRequest) Descriptor() ([]byte, []int) {
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *NodeNameRequest) GetNodeName() string {
+	if x != nil && x.NodeName != nil {
+		return *x.NodeName
+	}
+	return ""
+}
+
+// ProviderIDRequest names a node's instance by its provider ID.
+type ProviderIDRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	ProviderId    *string `protobuf:"bytes,1,opt,name=provider_id,json=providerId,proto3,oneof" json:"provider_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ProviderIDRequest) Reset() {
+	*x = ProviderIDRequest{}
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ProviderIDRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ProviderIDRequest) ProtoMessage() {}
+
+func (x *ProviderIDRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ProviderIDRequest.ProtoReflect.Descriptor instead.
+func (*ProviderIDRequest) Descriptor() ([]byte, []int) {
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ProviderIDRequest) GetProviderId() string {
+	if x != nil && x.ProviderId != nil {
+		return *x.ProviderId
+	}
+	return ""
+}
+
+// NodeAddressesResponse answers NodeAddresses and NodeAddressesByProviderID.
+type NodeAddressesResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Empty when the provider returned none.
+	NodeAddresses []*NodeAddress `protobuf:"bytes,1,rep,name=node_addresses,json=nodeAddresses,proto3" json:"node_addresses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeAddressesResponse) Reset() {
+	*x = NodeAddressesResponse{}
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeAddressesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeAddressesResponse) ProtoMessage() {}
+
+func (x *NodeAddressesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeAddressesResponse.ProtoReflect.Descriptor instead.
+func (*NodeAddressesResponse) Descriptor() ([]byte, []int) {
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *NodeAddressesResponse) GetNodeAddresses() []*NodeAddress {
+	if x != nil {
+		return x.NodeAddresses
+	}
+	return nil
+}
+
+// InstanceIDResponse answers InstanceID.
+type InstanceIDResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	InstanceId    *string `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3,oneof" json:"instance_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceIDResponse) Reset() {
+	*x = InstanceIDResponse{}
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceIDResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceIDResponse) ProtoMessage() {}
+
+func (x *InstanceIDResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceIDResponse.ProtoReflect.Descriptor instead.
+func (*InstanceIDResponse) Descriptor() ([]byte, []int) {
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *InstanceIDResponse) GetInstanceId() string {
+	if x != nil && x.InstanceId != nil {
+		return *x.InstanceId
+	}
+	return ""
+}
+
+// InstanceTypeResponse answers InstanceType and InstanceTypeByProviderID.
+type InstanceTypeResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	InstanceType  *string `protobuf:"bytes,1,opt,name=instance_type,json=instanceType,proto3,oneof" json:"instance_type,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceTypeResponse) Reset() {
+	*x = InstanceTypeResponse{}
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceTypeResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceTypeResponse) ProtoMessage() {}
+
+func (x *InstanceTypeResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceTypeResponse.ProtoReflect.Descriptor instead.
+func (*InstanceTypeResponse) Descriptor() ([]byte, []int) {
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *InstanceTypeResponse) GetInstanceType() string {
+	if x != nil && x.InstanceType != nil {
+		return *x.InstanceType
+	}
+	return ""
+}
+
+// CurrentNodeNameRequest is Instances.CurrentNodeName's argument.
+type CurrentNodeNameRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	Hostname      *string `protobuf:"bytes,1,opt,name=hostname,proto3,oneof" json:"hostname,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CurrentNodeNameRequest) Reset() {
+	*x = CurrentNodeNameRequest{}
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CurrentNodeNameRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CurrentNodeNameRequest) ProtoMessage() {}
+
+func (x *CurrentNodeNameRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CurrentNodeNameRequest.ProtoReflect.Descriptor instead.
+func (*CurrentNodeNameRequest) Descriptor() ([]byte, []int) {
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *CurrentNodeNameRequest) GetHostname() string {
+	if x != nil && x.Hostname != nil {
+		return *x.Hostname
+	}
+	return ""
+}
+
+// CurrentNodeNameResponse answers CurrentNodeName.
+type CurrentNodeNameResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	NodeName      *string `protobuf:"bytes,1,opt,name=node_name,json=nodeName,proto3,oneof" json:"node_name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CurrentNodeNameResponse) Reset() {
+	*x = CurrentNodeNameResponse{}
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CurrentNodeNameResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CurrentNodeNameResponse) ProtoMessage() {}
+
+func (x *CurrentNodeNameResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CurrentNodeNameResponse.ProtoReflect.Descriptor instead.
+func (*CurrentNodeNameResponse) Descriptor() ([]byte, []int) {
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CurrentNodeNameResponse) GetNodeName() string {
+	if x != nil && x.NodeName != nil {
+		return *x.NodeName
+	}
+	return ""
+}
+
+// GetZoneRequest asks for the plugin process's zone.
+type GetZoneRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetZoneRequest) Reset() {
+	*x = GetZoneRequest{}
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetZoneRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetZoneRequest) ProtoMessage() {}
+
+func (x *GetZoneRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetZoneRequest.ProtoReflect.Descriptor instead.
+func (*GetZoneRequest) Descriptor() ([]byte, []int) {
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{37}
+}
+
+// Zone is k8s.io/cloud-provider's Zone.
+type Zone struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required (may be empty).
+	FailureDomain *string `protobuf:"bytes,1,opt,name=failure_domain,json=failureDomain,proto3,oneof" json:"failure_domain,omitempty"`
+	// Required (may be empty).
+	Region        *string `protobuf:"bytes,2,opt,name=region,proto3,oneof" json:"region,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Zone) Reset() {
+	*x = Zone{}
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Zone) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Zone) ProtoMessage() {}
+
+func (x *Zone) ProtoReflect() protoreflect.Message {
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Zone.ProtoReflect.Descriptor instead.
+func (*Zone) Descriptor() ([]byte, []int) {
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Zone) GetFailureDomain() string {
+	if x != nil && x.FailureDomain != nil {
+		return *x.FailureDomain
+	}
+	return ""
+}
+
+func (x *Zone) GetRegion() string {
+	if x != nil && x.Region != nil {
+		return *x.Region
+	}
+	return ""
+}
+
+// ZoneResponse answers the Zones calls.
+type ZoneResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required.
+	Zone          *Zone `protobuf:"bytes,1,opt,name=zone,proto3" json:"zone,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ZoneResponse) Reset() {
+	*x = ZoneResponse{}
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ZoneResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ZoneResponse) ProtoMessage() {}
+
+func (x *ZoneResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ZoneResponse.ProtoReflect.Descriptor instead.
+func (*ZoneResponse) Descriptor() ([]byte, []int) {
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *ZoneResponse) GetZone() *Zone {
+	if x != nil {
+		return x.Zone
+	}
+	return nil
+}
+
 // Error is the one detail of a failed call's gRPC status: what kind of
 // provider error it was. A status without it is a transport or protocol
 // failure.
@@ -1813,7 +2280,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[30]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1825,7 +2292,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[30]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1838,7 +2305,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{30}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Error) GetKind() Error_Kind {
@@ -2001,7 +2468,39 @@ const file_stratus_provider_v1_provider_proto_rawDesc = "" +
 	"\fcluster_name\x18\x01 \x01(\tH\x00R\vclusterName\x88\x01\x01\x120\n" +
 	"\x05route\x18\x02 \x01(\v2\x1a.stratus.provider.v1.RouteR\x05routeB\x0f\n" +
 	"\r_cluster_name\"\x15\n" +
-	"\x13DeleteRouteResponse\"\xe1\x02\n" +
+	"\x13DeleteRouteResponse\"A\n" +
+	"\x0fNodeNameRequest\x12 \n" +
+	"\tnode_name\x18\x01 \x01(\tH\x00R\bnodeName\x88\x01\x01B\f\n" +
+	"\n" +
+	"_node_name\"I\n" +
+	"\x11ProviderIDRequest\x12$\n" +
+	"\vprovider_id\x18\x01 \x01(\tH\x00R\n" +
+	"providerId\x88\x01\x01B\x0e\n" +
+	"\f_provider_id\"`\n" +
+	"\x15NodeAddressesResponse\x12G\n" +
+	"\x0enode_addresses\x18\x01 \x03(\v2 .stratus.provider.v1.NodeAddressR\rnodeAddresses\"J\n" +
+	"\x12InstanceIDResponse\x12$\n" +
+	"\vinstance_id\x18\x01 \x01(\tH\x00R\n" +
+	"instanceId\x88\x01\x01B\x0e\n" +
+	"\f_instance_id\"R\n" +
+	"\x14InstanceTypeResponse\x12(\n" +
+	"\rinstance_type\x18\x01 \x01(\tH\x00R\finstanceType\x88\x01\x01B\x10\n" +
+	"\x0e_instance_type\"F\n" +
+	"\x16CurrentNodeNameRequest\x12\x1f\n" +
+	"\bhostname\x18\x01 \x01(\tH\x00R\bhostname\x88\x01\x01B\v\n" +
+	"\t_hostname\"I\n" +
+	"\x17CurrentNodeNameResponse\x12 \n" +
+	"\tnode_name\x18\x01 \x01(\tH\x00R\bnodeName\x88\x01\x01B\f\n" +
+	"\n" +
+	"_node_name\"\x10\n" +
+	"\x0eGetZoneRequest\"m\n" +
+	"\x04Zone\x12*\n" +
+	"\x0efailure_domain\x18\x01 \x01(\tH\x00R\rfailureDomain\x88\x01\x01\x12\x1b\n" +
+	"\x06region\x18\x02 \x01(\tH\x01R\x06region\x88\x01\x01B\x11\n" +
+	"\x0f_failure_domainB\t\n" +
+	"\a_region\"=\n" +
+	"\fZoneResponse\x12-\n" +
+	"\x04zone\x18\x01 \x01(\v2\x19.stratus.provider.v1.ZoneR\x04zone\"\xe1\x02\n" +
 	"\x05Error\x123\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x1f.stratus.provider.v1.Error.KindR\x04kind\x12\x1d\n" +
 	"\amessage\x18\x02 \x01(\tH\x00R\amessage\x88\x01\x01\x12:\n" +
@@ -2019,17 +2518,19 @@ const file_stratus_provider_v1_provider_proto_rawDesc = "" +
 	"\x0eKIND_THROTTLED\x10\x06\x12\x12\n" +
 	"\x0eKIND_TRANSIENT\x10\aB\n" +
 	"\n" +
-	"\b_message*u\n" +
+	"\b_message*\xa3\x01\n" +
 	"\tInterface\x12\x19\n" +
 	"\x15INTERFACE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INTERFACE_INSTANCES_V2\x10\x01\x12\x1b\n" +
 	"\x17INTERFACE_LOAD_BALANCER\x10\x02\x12\x14\n" +
-	"\x10INTERFACE_ROUTES\x10\x03*\x89\x01\n" +
+	"\x10INTERFACE_ROUTES\x10\x03\x12\x17\n" +
+	"\x13INTERFACE_INSTANCES\x10\x04\x12\x13\n" +
+	"\x0fINTERFACE_ZONES\x10\x05*\x89\x01\n" +
 	"\tExtension\x12\x19\n" +
 	"\x15EXTENSION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19EXTENSION_INSTANCE_LISTER\x10\x01\x12\x1e\n" +
 	"\x1aEXTENSION_INSTANCE_WATCHER\x10\x02\x12\"\n" +
-	"\x1eEXTENSION_LOAD_BALANCER_LISTER\x10\x032\xd3\f\n" +
+	"\x1eEXTENSION_LOAD_BALANCER_LISTER\x10\x032\xbf\x15\n" +
 	"\bProvider\x12a\n" +
 	"\x0fGetCapabilities\x12+.stratus.provider.v1.GetCapabilitiesRequest\x1a!.stratus.provider.v1.Capabilities\x12c\n" +
 	"\x0eInstanceExists\x12$.stratus.provider.v1.InstanceRequest\x1a+.stratus.provider.v1.InstanceExistsResponse\x12g\n" +
@@ -2046,7 +2547,19 @@ const file_stratus_provider_v1_provider_proto_rawDesc = "" +
 	"\n" +
 	"ListRoutes\x12&.stratus.provider.v1.ListRoutesRequest\x1a'.stratus.provider.v1.ListRoutesResponse\x12`\n" +
 	"\vCreateRoute\x12'.stratus.provider.v1.CreateRouteRequest\x1a(.stratus.provider.v1.CreateRouteResponse\x12`\n" +
-	"\vDeleteRoute\x12'.stratus.provider.v1.DeleteRouteRequest\x1a(.stratus.provider.v1.DeleteRouteResponseBEZCgithub.com/stratus-ccm/stratus/proto/stratus/provider/v1;providerv1b\x06proto3"
+	"\vDeleteRoute\x12'.stratus.provider.v1.DeleteRouteRequest\x1a(.stratus.provider.v1.DeleteRouteResponse\x12a\n" +
+	"\rNodeAddresses\x12$.stratus.provider.v1.NodeNameRequest\x1a*.stratus.provider.v1.NodeAddressesResponse\x12o\n" +
+	"\x19NodeAddressesByProviderID\x12&.stratus.provider.v1.ProviderIDRequest\x1a*.stratus.provider.v1.NodeAddressesResponse\x12[\n" +
+	"\n" +
+	"InstanceID\x12$.stratus.provider.v1.NodeNameRequest\x1a'.stratus.provider.v1.InstanceIDResponse\x12_\n" +
+	"\fInstanceType\x12$.stratus.provider.v1.NodeNameRequest\x1a).stratus.provider.v1.InstanceTypeResponse\x12m\n" +
+	"\x18InstanceTypeByProviderID\x12&.stratus.provider.v1.ProviderIDRequest\x1a).stratus.provider.v1.InstanceTypeResponse\x12l\n" +
+	"\x0fCurrentNodeName\x12+.stratus.provider.v1.CurrentNodeNameRequest\x1a,.stratus.provider.v1.CurrentNodeNameResponse\x12q\n" +
+	"\x1aInstanceExistsByProviderID\x12&.stratus.provider.v1.ProviderIDRequest\x1a+.stratus.provider.v1.InstanceExistsResponse\x12u\n" +
+	"\x1cInstanceShutdownByProviderID\x12&.stratus.provider.v1.ProviderIDRequest\x1a-.stratus.provider.v1.InstanceShutdownResponse\x12Q\n" +
+	"\aGetZone\x12#.stratus.provider.v1.GetZoneRequest\x1a!.stratus.provider.v1.ZoneResponse\x12`\n" +
+	"\x13GetZoneByProviderID\x12&.stratus.provider.v1.ProviderIDRequest\x1a!.stratus.provider.v1.ZoneResponse\x12\\\n" +
+	"\x11GetZoneByNodeName\x12$.stratus.provider.v1.NodeNameRequest\x1a!.stratus.provider.v1.ZoneResponseBEZCgithub.com/stratus-ccm/stratus/proto/stratus/provider/v1;providerv1b\x06proto3"
 
 var (
 	file_stratus_provider_v1_provider_proto_rawDescOnce sync.Once
@@ -2061,7 +2574,7 @@ func file_stratus_provider_v1_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_stratus_provider_v1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_stratus_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_stratus_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_stratus_provider_v1_provider_proto_goTypes = []any{
 	(Interface)(0),                            // 0: stratus.provider.v1.Interface
 	(Extension)(0),                            // 1: stratus.provider.v1.Extension
@@ -2096,61 +2609,95 @@ var file_stratus_provider_v1_provider_proto_goTypes = []any{
 	(*CreateRouteResponse)(nil),               // 30: stratus.provider.v1.CreateRouteResponse
 	(*DeleteRouteRequest)(nil),                // 31: stratus.provider.v1.DeleteRouteRequest
 	(*DeleteRouteResponse)(nil),               // 32: stratus.provider.v1.DeleteRouteResponse
-	(*Error)(nil),                             // 33: stratus.provider.v1.Error
-	nil,                                       // 34: stratus.provider.v1.InstanceMetadata.AdditionalLabelsEntry
-	(*durationpb.Duration)(nil),               // 35: google.protobuf.Duration
+	(*NodeNameRequest)(nil),                   // 33: stratus.provider.v1.NodeNameRequest
+	(*ProviderIDRequest)(nil),                 // 34: stratus.provider.v1.ProviderIDRequest
+	(*NodeAddressesResponse)(nil),             // 35: stratus.provider.v1.NodeAddressesResponse
+	(*InstanceIDResponse)(nil),                // 36: stratus.provider.v1.InstanceIDResponse
+	(*InstanceTypeResponse)(nil),              // 37: stratus.provider.v1.InstanceTypeResponse
+	(*CurrentNodeNameRequest)(nil),            // 38: stratus.provider.v1.CurrentNodeNameRequest
+	(*CurrentNodeNameResponse)(nil),           // 39: stratus.provider.v1.CurrentNodeNameResponse
+	(*GetZoneRequest)(nil),                    // 40: stratus.provider.v1.GetZoneRequest
+	(*Zone)(nil),                              // 41: stratus.provider.v1.Zone
+	(*ZoneResponse)(nil),                      // 42: stratus.provider.v1.ZoneResponse
+	(*Error)(nil),                             // 43: stratus.provider.v1.Error
+	nil,                                       // 44: stratus.provider.v1.InstanceMetadata.AdditionalLabelsEntry
+	(*durationpb.Duration)(nil),               // 45: google.protobuf.Duration
 }
 var file_stratus_provider_v1_provider_proto_depIdxs = []int32{
 	0,  // 0: stratus.provider.v1.Capabilities.interfaces:type_name -> stratus.provider.v1.Interface
 	1,  // 1: stratus.provider.v1.Capabilities.extensions:type_name -> stratus.provider.v1.Extension
 	8,  // 2: stratus.provider.v1.InstanceMetadata.node_addresses:type_name -> stratus.provider.v1.NodeAddress
-	34, // 3: stratus.provider.v1.InstanceMetadata.additional_labels:type_name -> stratus.provider.v1.InstanceMetadata.AdditionalLabelsEntry
+	44, // 3: stratus.provider.v1.InstanceMetadata.additional_labels:type_name -> stratus.provider.v1.InstanceMetadata.AdditionalLabelsEntry
 	9,  // 4: stratus.provider.v1.InstanceMetadataResponse.metadata:type_name -> stratus.provider.v1.InstanceMetadata
 	9,  // 5: stratus.provider.v1.Instance.metadata:type_name -> stratus.provider.v1.InstanceMetadata
-	33, // 6: stratus.provider.v1.Instance.metadata_error:type_name -> stratus.provider.v1.Error
+	43, // 6: stratus.provider.v1.Instance.metadata_error:type_name -> stratus.provider.v1.Error
 	12, // 7: stratus.provider.v1.ListInstancesResponse.instances:type_name -> stratus.provider.v1.Instance
 	24, // 8: stratus.provider.v1.ListLoadBalancersResponse.load_balancers:type_name -> stratus.provider.v1.LoadBalancerRef
 	8,  // 9: stratus.provider.v1.Route.target_node_addresses:type_name -> stratus.provider.v1.NodeAddress
 	26, // 10: stratus.provider.v1.ListRoutesResponse.routes:type_name -> stratus.provider.v1.Route
 	26, // 11: stratus.provider.v1.CreateRouteRequest.route:type_name -> stratus.provider.v1.Route
 	26, // 12: stratus.provider.v1.DeleteRouteRequest.route:type_name -> stratus.provider.v1.Route
-	2,  // 13: stratus.provider.v1.Error.kind:type_name -> stratus.provider.v1.Error.Kind
-	35, // 14: stratus.provider.v1.Error.retry_after:type_name -> google.protobuf.Duration
-	3,  // 15: stratus.provider.v1.Provider.GetCapabilities:input_type -> stratus.provider.v1.GetCapabilitiesRequest
-	5,  // 16: stratus.provider.v1.Provider.InstanceExists:input_type -> stratus.provider.v1.InstanceRequest
-	5,  // 17: stratus.provider.v1.Provider.InstanceShutdown:input_type -> stratus.provider.v1.InstanceRequest
-	5,  // 18: stratus.provider.v1.Provider.InstanceMetadata:input_type -> stratus.provider.v1.InstanceRequest
-	11, // 19: stratus.provider.v1.Provider.ListInstances:input_type -> stratus.provider.v1.ListInstancesRequest
-	14, // 20: stratus.provider.v1.Provider.WatchInstances:input_type -> stratus.provider.v1.WatchInstancesRequest
-	16, // 21: stratus.provider.v1.Provider.GetLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerRequest
-	16, // 22: stratus.provider.v1.Provider.GetLoadBalancerName:input_type -> stratus.provider.v1.LoadBalancerRequest
-	17, // 23: stratus.provider.v1.Provider.EnsureLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerNodesRequest
-	17, // 24: stratus.provider.v1.Provider.UpdateLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerNodesRequest
-	16, // 25: stratus.provider.v1.Provider.EnsureLoadBalancerDeleted:input_type -> stratus.provider.v1.LoadBalancerRequest
-	23, // 26: stratus.provider.v1.Provider.ListLoadBalancers:input_type -> stratus.provider.v1.ListLoadBalancersRequest
-	27, // 27: stratus.provider.v1.Provider.ListRoutes:input_type -> stratus.provider.v1.ListRoutesRequest
-	29, // 28: stratus.provider.v1.Provider.CreateRoute:input_type -> stratus.provider.v1.CreateRouteRequest
-	31, // 29: stratus.provider.v1.Provider.DeleteRoute:input_type -> stratus.provider.v1.DeleteRouteRequest
-	4,  // 30: stratus.provider.v1.Provider.GetCapabilities:output_type -> stratus.provider.v1.Capabilities
-	6,  // 31: stratus.provider.v1.Provider.InstanceExists:output_type -> stratus.provider.v1.InstanceExistsResponse
-	7,  // 32: stratus.provider.v1.Provider.InstanceShutdown:output_type -> stratus.provider.v1.InstanceShutdownResponse
-	10, // 33: stratus.provider.v1.Provider.InstanceMetadata:output_type -> stratus.provider.v1.InstanceMetadataResponse
-	13, // 34: stratus.provider.v1.Provider.ListInstances:output_type -> stratus.provider.v1.ListInstancesResponse
-	15, // 35: stratus.provider.v1.Provider.WatchInstances:output_type -> stratus.provider.v1.InstancesChanged
-	18, // 36: stratus.provider.v1.Provider.GetLoadBalancer:output_type -> stratus.provider.v1.GetLoadBalancerResponse
-	19, // 37: stratus.provider.v1.Provider.GetLoadBalancerName:output_type -> stratus.provider.v1.GetLoadBalancerNameResponse
-	20, // 38: stratus.provider.v1.Provider.EnsureLoadBalancer:output_type -> stratus.provider.v1.EnsureLoadBalancerResponse
-	21, // 39: stratus.provider.v1.Provider.UpdateLoadBalancer:output_type -> stratus.provider.v1.UpdateLoadBalancerResponse
-	22, // 40: stratus.provider.v1.Provider.EnsureLoadBalancerDeleted:output_type -> stratus.provider.v1.EnsureLoadBalancerDeletedResponse
-	25, // 41: stratus.provider.v1.Provider.ListLoadBalancers:output_type -> stratus.provider.v1.ListLoadBalancersResponse
-	28, // 42: stratus.provider.v1.Provider.ListRoutes:output_type -> stratus.provider.v1.ListRoutesResponse
-	30, // 43: stratus.provider.v1.Provider.CreateRoute:output_type -> stratus.provider.v1.CreateRouteResponse
-	32, // 44: stratus.provider.v1.Provider.DeleteRoute:output_type -> stratus.provider.v1.DeleteRouteResponse
-	30, // [30:45] is the sub-list for method output_type
-	15, // [15:30] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	8,  // 13: stratus.provider.v1.NodeAddressesResponse.node_addresses:type_name -> stratus.provider.v1.NodeAddress
+	41, // 14: stratus.provider.v1.ZoneResponse.zone:type_name -> stratus.provider.v1.Zone
+	2,  // 15: stratus.provider.v1.Error.kind:type_name -> stratus.provider.v1.Error.Kind
+	45, // 16: stratus.provider.v1.Error.retry_after:type_name -> google.protobuf.Duration
+	3,  // 17: stratus.provider.v1.Provider.GetCapabilities:input_type -> stratus.provider.v1.GetCapabilitiesRequest
+	5,  // 18: stratus.provider.v1.Provider.InstanceExists:input_type -> stratus.provider.v1.InstanceRequest
+	5,  // 19: stratus.provider.v1.Provider.InstanceShutdown:input_type -> stratus.provider.v1.InstanceRequest
+	5,  // 20: stratus.provider.v1.Provider.InstanceMetadata:input_type -> stratus.provider.v1.InstanceRequest
+	11, // 21: stratus.provider.v1.Provider.ListInstances:input_type -> stratus.provider.v1.ListInstancesRequest
+	14, // 22: stratus.provider.v1.Provider.WatchInstances:input_type -> stratus.provider.v1.WatchInstancesRequest
+	16, // 23: stratus.provider.v1.Provider.GetLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerRequest
+	16, // 24: stratus.provider.v1.Provider.GetLoadBalancerName:input_type -> stratus.provider.v1.LoadBalancerRequest
+	17, // 25: stratus.provider.v1.Provider.EnsureLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerNodesRequest
+	17, // 26: stratus.provider.v1.Provider.UpdateLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerNodesRequest
+	16, // 27: stratus.provider.v1.Provider.EnsureLoadBalancerDeleted:input_type -> stratus.provider.v1.LoadBalancerRequest
+	23, // 28: stratus.provider.v1.Provider.ListLoadBalancers:input_type -> stratus.provider.v1.ListLoadBalancersRequest
+	27, // 29: stratus.provider.v1.Provider.ListRoutes:input_type -> stratus.provider.v1.ListRoutesRequest
+	29, // 30: stratus.provider.v1.Provider.CreateRoute:input_type -> stratus.provider.v1.CreateRouteRequest
+	31, // 31: stratus.provider.v1.Provider.DeleteRoute:input_type -> stratus.provider.v1.DeleteRouteRequest
+	33, // 32: stratus.provider.v1.Provider.NodeAddresses:input_type -> stratus.provider.v1.NodeNameRequest
+	34, // 33: stratus.provider.v1.Provider.NodeAddressesByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	33, // 34: stratus.provider.v1.Provider.InstanceID:input_type -> stratus.provider.v1.NodeNameRequest
+	33, // 35: stratus.provider.v1.Provider.InstanceType:input_type -> stratus.provider.v1.NodeNameRequest
+	34, // 36: stratus.provider.v1.Provider.InstanceTypeByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	38, // 37: stratus.provider.v1.Provider.CurrentNodeName:input_type -> stratus.provider.v1.CurrentNodeNameRequest
+	34, // 38: stratus.provider.v1.Provider.InstanceExistsByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	34, // 39: stratus.provider.v1.Provider.InstanceShutdownByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	40, // 40: stratus.provider.v1.Provider.GetZone:input_type -> stratus.provider.v1.GetZoneRequest
+	34, // 41: stratus.provider.v1.Provider.GetZoneByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	33, // 42: stratus.provider.v1.Provider.GetZoneByNodeName:input_type -> stratus.provider.v1.NodeNameRequest
+	4,  // 43: stratus.provider.v1.Provider.GetCapabilities:output_type -> stratus.provider.v1.Capabilities
+	6,  // 44: stratus.provider.v1.Provider.InstanceExists:output_type -> stratus.provider.v1.InstanceExistsResponse
+	7,  // 45: stratus.provider.v1.Provider.InstanceShutdown:output_type -> stratus.provider.v1.InstanceShutdownResponse
+	10, // 46: stratus.provider.v1.Provider.InstanceMetadata:output_type -> stratus.provider.v1.InstanceMetadataResponse
+	13, // 47: stratus.provider.v1.Provider.ListInstances:output_type -> stratus.provider.v1.ListInstancesResponse
+	15, // 48: stratus.provider.v1.Provider.WatchInstances:output_type -> stratus.provider.v1.InstancesChanged
+	18, // 49: stratus.provider.v1.Provider.GetLoadBalancer:output_type -> stratus.provider.v1.GetLoadBalancerResponse
+	19, // 50: stratus.provider.v1.Provider.GetLoadBalancerName:output_type -> stratus.provider.v1.GetLoadBalancerNameResponse
+	20, // 51: stratus.provider.v1.Provider.EnsureLoadBalancer:output_type -> stratus.provider.v1.EnsureLoadBalancerResponse
+	21, // 52: stratus.provider.v1.Provider.UpdateLoadBalancer:output_type -> stratus.provider.v1.UpdateLoadBalancerResponse
+	22, // 53: stratus.provider.v1.Provider.EnsureLoadBalancerDeleted:output_type -> stratus.provider.v1.EnsureLoadBalancerDeletedResponse
+	25, // 54: stratus.provider.v1.Provider.ListLoadBalancers:output_type -> stratus.provider.v1.ListLoadBalancersResponse
+	28, // 55: stratus.provider.v1.Provider.ListRoutes:output_type -> stratus.provider.v1.ListRoutesResponse
+	30, // 56: stratus.provider.v1.Provider.CreateRoute:output_type -> stratus.provider.v1.CreateRouteResponse
+	32, // 57: stratus.provider.v1.Provider.DeleteRoute:output_type -> stratus.provider.v1.DeleteRouteResponse
+	35, // 58: stratus.provider.v1.Provider.NodeAddresses:output_type -> stratus.provider.v1.NodeAddressesResponse
+	35, // 59: stratus.provider.v1.Provider.NodeAddressesByProviderID:output_type -> stratus.provider.v1.NodeAddressesResponse
+	36, // 60: stratus.provider.v1.Provider.InstanceID:output_type -> stratus.provider.v1.InstanceIDResponse
+	37, // 61: stratus.provider.v1.Provider.InstanceType:output_type -> stratus.provider.v1.InstanceTypeResponse
+	37, // 62: stratus.provider.v1.Provider.InstanceTypeByProviderID:output_type -> stratus.provider.v1.InstanceTypeResponse
+	39, // 63: stratus.provider.v1.Provider.CurrentNodeName:output_type -> stratus.provider.v1.CurrentNodeNameResponse
+	6,  // 64: stratus.provider.v1.Provider.InstanceExistsByProviderID:output_type -> stratus.provider.v1.InstanceExistsResponse
+	7,  // 65: stratus.provider.v1.Provider.InstanceShutdownByProviderID:output_type -> stratus.provider.v1.InstanceShutdownResponse
+	42, // 66: stratus.provider.v1.Provider.GetZone:output_type -> stratus.provider.v1.ZoneResponse
+	42, // 67: stratus.provider.v1.Provider.GetZoneByProviderID:output_type -> stratus.provider.v1.ZoneResponse
+	42, // 68: stratus.provider.v1.Provider.GetZoneByNodeName:output_type -> stratus.provider.v1.ZoneResponse
+	43, // [43:69] is the sub-list for method output_type
+	17, // [17:43] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_stratus_provider_v1_provider_proto_init() }
@@ -2176,13 +2723,20 @@ func file_stratus_provider_v1_provider_proto_init() {
 	file_stratus_provider_v1_provider_proto_msgTypes[26].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[28].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[30].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[31].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[33].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[34].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[35].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[36].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[38].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[40].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stratus_provider_v1_provider_proto_rawDesc), len(file_stratus_provider_v1_provider_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   32,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -35,21 +35,32 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Provider_GetCapabilities_FullMethodName           = "/stratus.provider.v1.Provider/GetCapabilities"
-	Provider_InstanceExists_FullMethodName            = "/stratus.provider.v1.Provider/InstanceExists"
-	Provider_InstanceShutdown_FullMethodName          = "/stratus.provider.v1.Provider/InstanceShutdown"
-	Provider_InstanceMetadata_FullMethodName          = "/stratus.provider.v1.Provider/InstanceMetadata"
-	Provider_ListInstances_FullMethodName             = "/stratus.provider.v1.Provider/ListInstances"
-	Provider_WatchInstances_FullMethodName            = "/stratus.provider.v1.Provider/WatchInstances"
-	Provider_GetLoadBalancer_FullMethodName           = "/stratus.provider.v1.Provider/GetLoadBalancer"
-	Provider_GetLoadBalancerName_FullMethodName       = "/stratus.provider.v1.Provider/GetLoadBalancerName"
-	Provider_EnsureLoadBalancer_FullMethodName        = "/stratus.provider.v1.Provider/EnsureLoadBalancer"
-	Provider_UpdateLoadBalancer_FullMethodName        = "/stratus.provider.v1.Provider/UpdateLoadBalancer"
-	Provider_EnsureLoadBalancerDeleted_FullMethodName = "/stratus.provider.v1.Provider/EnsureLoadBalancerDeleted"
-	Provider_ListLoadBalancers_FullMethodName         = "/stratus.provider.v1.Provider/ListLoadBalancers"
-	Provider_ListRoutes_FullMethodName                = "/stratus.provider.v1.Provider/ListRoutes"
-	Provider_CreateRoute_FullMethodName               = "/stratus.provider.v1.Provider/CreateRoute"
-	Provider_DeleteRoute_FullMethodName               = "/stratus.provider.v1.Provider/DeleteRoute"
+	Provider_GetCapabilities_FullMethodName              = "/stratus.provider.v1.Provider/GetCapabilities"
+	Provider_InstanceExists_FullMethodName               = "/stratus.provider.v1.Provider/InstanceExists"
+	Provider_InstanceShutdown_FullMethodName             = "/stratus.provider.v1.Provider/InstanceShutdown"
+	Provider_InstanceMetadata_FullMethodName             = "/stratus.provider.v1.Provider/InstanceMetadata"
+	Provider_ListInstances_FullMethodName                = "/stratus.provider.v1.Provider/ListInstances"
+	Provider_WatchInstances_FullMethodName               = "/stratus.provider.v1.Provider/WatchInstances"
+	Provider_GetLoadBalancer_FullMethodName              = "/stratus.provider.v1.Provider/GetLoadBalancer"
+	Provider_GetLoadBalancerName_FullMethodName          = "/stratus.provider.v1.Provider/GetLoadBalancerName"
+	Provider_EnsureLoadBalancer_FullMethodName           = "/stratus.provider.v1.Provider/EnsureLoadBalancer"
+	Provider_UpdateLoadBalancer_FullMethodName           = "/stratus.provider.v1.Provider/UpdateLoadBalancer"
+	Provider_EnsureLoadBalancerDeleted_FullMethodName    = "/stratus.provider.v1.Provider/EnsureLoadBalancerDeleted"
+	Provider_ListLoadBalancers_FullMethodName            = "/stratus.provider.v1.Provider/ListLoadBalancers"
+	Provider_ListRoutes_FullMethodName                   = "/stratus.provider.v1.Provider/ListRoutes"
+	Provider_CreateRoute_FullMethodName                  = "/stratus.provider.v1.Provider/CreateRoute"
+	Provider_DeleteRoute_FullMethodName                  = "/stratus.provider.v1.Provider/DeleteRoute"
+	Provider_NodeAddresses_FullMethodName                = "/stratus.provider.v1.Provider/NodeAddresses"
+	Provider_NodeAddressesByProviderID_FullMethodName    = "/stratus.provider.v1.Provider/NodeAddressesByProviderID"
+	Provider_InstanceID_FullMethodName                   = "/stratus.provider.v1.Provider/InstanceID"
+	Provider_InstanceType_FullMethodName                 = "/stratus.provider.v1.Provider/InstanceType"
+	Provider_InstanceTypeByProviderID_FullMethodName     = "/stratus.provider.v1.Provider/InstanceTypeByProviderID"
+	Provider_CurrentNodeName_FullMethodName              = "/stratus.provider.v1.Provider/CurrentNodeName"
+	Provider_InstanceExistsByProviderID_FullMethodName   = "/stratus.provider.v1.Provider/InstanceExistsByProviderID"
+	Provider_InstanceShutdownByProviderID_FullMethodName = "/stratus.provider.v1.Provider/InstanceShutdownByProviderID"
+	Provider_GetZone_FullMethodName                      = "/stratus.provider.v1.Provider/GetZone"
+	Provider_GetZoneByProviderID_FullMethodName          = "/stratus.provider.v1.Provider/GetZoneByProviderID"
+	Provider_GetZoneByNodeName_FullMethodName            = "/stratus.provider.v1.Provider/GetZoneByNodeName"
 )
 
 // ProviderClient is the client API for Provider service.
@@ -91,6 +102,28 @@ type ProviderClient interface {
 	CreateRoute(ctx context.Context, in *CreateRouteRequest, opts ...grpc.CallOption) (*CreateRouteResponse, error)
 	// DeleteRoute is Routes.DeleteRoute.
 	DeleteRoute(ctx context.Context, in *DeleteRouteRequest, opts ...grpc.CallOption) (*DeleteRouteResponse, error)
+	// NodeAddresses is Instances.NodeAddresses.
+	NodeAddresses(ctx context.Context, in *NodeNameRequest, opts ...grpc.CallOption) (*NodeAddressesResponse, error)
+	// NodeAddressesByProviderID is Instances.NodeAddressesByProviderID.
+	NodeAddressesByProviderID(ctx context.Context, in *ProviderIDRequest, opts ...grpc.CallOption) (*NodeAddressesResponse, error)
+	// InstanceID is Instances.InstanceID.
+	InstanceID(ctx context.Context, in *NodeNameRequest, opts ...grpc.CallOption) (*InstanceIDResponse, error)
+	// InstanceType is Instances.InstanceType.
+	InstanceType(ctx context.Context, in *NodeNameRequest, opts ...grpc.CallOption) (*InstanceTypeResponse, error)
+	// InstanceTypeByProviderID is Instances.InstanceTypeByProviderID.
+	InstanceTypeByProviderID(ctx context.Context, in *ProviderIDRequest, opts ...grpc.CallOption) (*InstanceTypeResponse, error)
+	// CurrentNodeName is Instances.CurrentNodeName.
+	CurrentNodeName(ctx context.Context, in *CurrentNodeNameRequest, opts ...grpc.CallOption) (*CurrentNodeNameResponse, error)
+	// InstanceExistsByProviderID is Instances.InstanceExistsByProviderID.
+	InstanceExistsByProviderID(ctx context.Context, in *ProviderIDRequest, opts ...grpc.CallOption) (*InstanceExistsResponse, error)
+	// InstanceShutdownByProviderID is Instances.InstanceShutdownByProviderID.
+	InstanceShutdownByProviderID(ctx context.Context, in *ProviderIDRequest, opts ...grpc.CallOption) (*InstanceShutdownResponse, error)
+	// GetZone is Zones.GetZone (the plugin process's own zone).
+	GetZone(ctx context.Context, in *GetZoneRequest, opts ...grpc.CallOption) (*ZoneResponse, error)
+	// GetZoneByProviderID is Zones.GetZoneByProviderID.
+	GetZoneByProviderID(ctx context.Context, in *ProviderIDRequest, opts ...grpc.CallOption) (*ZoneResponse, error)
+	// GetZoneByNodeName is Zones.GetZoneByNodeName.
+	GetZoneByNodeName(ctx context.Context, in *NodeNameRequest, opts ...grpc.CallOption) (*ZoneResponse, error)
 }
 
 type providerClient struct {
@@ -260,6 +293,116 @@ func (c *providerClient) DeleteRoute(ctx context.Context, in *DeleteRouteRequest
 	return out, nil
 }
 
+func (c *providerClient) NodeAddresses(ctx context.Context, in *NodeNameRequest, opts ...grpc.CallOption) (*NodeAddressesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeAddressesResponse)
+	err := c.cc.Invoke(ctx, Provider_NodeAddresses_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerClient) NodeAddressesByProviderID(ctx context.Context, in *ProviderIDRequest, opts ...grpc.CallOption) (*NodeAddressesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(NodeAddressesResponse)
+	err := c.cc.Invoke(ctx, Provider_NodeAddressesByProviderID_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerClient) InstanceID(ctx context.Context, in *NodeNameRequest, opts ...grpc.CallOption) (*InstanceIDResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InstanceIDResponse)
+	err := c.cc.Invoke(ctx, Provider_InstanceID_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerClient) InstanceType(ctx context.Context, in *NodeNameRequest, opts ...grpc.CallOption) (*InstanceTypeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InstanceTypeResponse)
+	err := c.cc.Invoke(ctx, Provider_InstanceType_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerClient) InstanceTypeByProviderID(ctx context.Context, in *ProviderIDRequest, opts ...grpc.CallOption) (*InstanceTypeResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InstanceTypeResponse)
+	err := c.cc.Invoke(ctx, Provider_InstanceTypeByProviderID_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerClient) CurrentNodeName(ctx context.Context, in *CurrentNodeNameRequest, opts ...grpc.CallOption) (*CurrentNodeNameResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CurrentNodeNameResponse)
+	err := c.cc.Invoke(ctx, Provider_CurrentNodeName_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerClient) InstanceExistsByProviderID(ctx context.Context, in *ProviderIDRequest, opts ...grpc.CallOption) (*InstanceExistsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InstanceExistsResponse)
+	err := c.cc.Invoke(ctx, Provider_InstanceExistsByProviderID_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerClient) InstanceShutdownByProviderID(ctx context.Context, in *ProviderIDRequest, opts ...grpc.CallOption) (*InstanceShutdownResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(InstanceShutdownResponse)
+	err := c.cc.Invoke(ctx, Provider_InstanceShutdownByProviderID_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerClient) GetZone(ctx context.Context, in *GetZoneRequest, opts ...grpc.CallOption) (*ZoneResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ZoneResponse)
+	err := c.cc.Invoke(ctx, Provider_GetZone_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerClient) GetZoneByProviderID(ctx context.Context, in *ProviderIDRequest, opts ...grpc.CallOption) (*ZoneResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ZoneResponse)
+	err := c.cc.Invoke(ctx, Provider_GetZoneByProviderID_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerClient) GetZoneByNodeName(ctx context.Context, in *NodeNameRequest, opts ...grpc.CallOption) (*ZoneResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ZoneResponse)
+	err := c.cc.Invoke(ctx, Provider_GetZoneByNodeName_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProviderServer is the server API for Provider service.
 // All implementations must embed UnimplementedProviderServer
 // for forward compatibility.
@@ -299,6 +442,28 @@ type ProviderServer interface {
 	CreateRoute(context.Context, *CreateRouteRequest) (*CreateRouteResponse, error)
 	// DeleteRoute is Routes.DeleteRoute.
 	DeleteRoute(context.Context, *DeleteRouteRequest) (*DeleteRouteResponse, error)
+	// NodeAddresses is Instances.NodeAddresses.
+	NodeAddresses(context.Context, *NodeNameRequest) (*NodeAddressesResponse, error)
+	// NodeAddressesByProviderID is Instances.NodeAddressesByProviderID.
+	NodeAddressesByProviderID(context.Context, *ProviderIDRequest) (*NodeAddressesResponse, error)
+	// InstanceID is Instances.InstanceID.
+	InstanceID(context.Context, *NodeNameRequest) (*InstanceIDResponse, error)
+	// InstanceType is Instances.InstanceType.
+	InstanceType(context.Context, *NodeNameRequest) (*InstanceTypeResponse, error)
+	// InstanceTypeByProviderID is Instances.InstanceTypeByProviderID.
+	InstanceTypeByProviderID(context.Context, *ProviderIDRequest) (*InstanceTypeResponse, error)
+	// CurrentNodeName is Instances.CurrentNodeName.
+	CurrentNodeName(context.Context, *CurrentNodeNameRequest) (*CurrentNodeNameResponse, error)
+	// InstanceExistsByProviderID is Instances.InstanceExistsByProviderID.
+	InstanceExistsByProviderID(context.Context, *ProviderIDRequest) (*InstanceExistsResponse, error)
+	// InstanceShutdownByProviderID is Instances.InstanceShutdownByProviderID.
+	InstanceShutdownByProviderID(context.Context, *ProviderIDRequest) (*InstanceShutdownResponse, error)
+	// GetZone is Zones.GetZone (the plugin process's own zone).
+	GetZone(context.Context, *GetZoneRequest) (*ZoneResponse, error)
+	// GetZoneByProviderID is Zones.GetZoneByProviderID.
+	GetZoneByProviderID(context.Context, *ProviderIDRequest) (*ZoneResponse, error)
+	// GetZoneByNodeName is Zones.GetZoneByNodeName.
+	GetZoneByNodeName(context.Context, *NodeNameRequest) (*ZoneResponse, error)
 	mustEmbedUnimplementedProviderServer()
 }
 
@@ -353,6 +518,39 @@ func (UnimplementedProviderServer) CreateRoute(context.Context, *CreateRouteRequ
 }
 func (UnimplementedProviderServer) DeleteRoute(context.Context, *DeleteRouteRequest) (*DeleteRouteResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DeleteRoute not implemented")
+}
+func (UnimplementedProviderServer) NodeAddresses(context.Context, *NodeNameRequest) (*NodeAddressesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeAddresses not implemented")
+}
+func (UnimplementedProviderServer) NodeAddressesByProviderID(context.Context, *ProviderIDRequest) (*NodeAddressesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method NodeAddressesByProviderID not implemented")
+}
+func (UnimplementedProviderServer) InstanceID(context.Context, *NodeNameRequest) (*InstanceIDResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InstanceID not implemented")
+}
+func (UnimplementedProviderServer) InstanceType(context.Context, *NodeNameRequest) (*InstanceTypeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InstanceType not implemented")
+}
+func (UnimplementedProviderServer) InstanceTypeByProviderID(context.Context, *ProviderIDRequest) (*InstanceTypeResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InstanceTypeByProviderID not implemented")
+}
+func (UnimplementedProviderServer) CurrentNodeName(context.Context, *CurrentNodeNameRequest) (*CurrentNodeNameResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CurrentNodeName not implemented")
+}
+func (UnimplementedProviderServer) InstanceExistsByProviderID(context.Context, *ProviderIDRequest) (*InstanceExistsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InstanceExistsByProviderID not implemented")
+}
+func (UnimplementedProviderServer) InstanceShutdownByProviderID(context.Context, *ProviderIDRequest) (*InstanceShutdownResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method InstanceShutdownByProviderID not implemented")
+}
+func (UnimplementedProviderServer) GetZone(context.Context, *GetZoneRequest) (*ZoneResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetZone not implemented")
+}
+func (UnimplementedProviderServer) GetZoneByProviderID(context.Context, *ProviderIDRequest) (*ZoneResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetZoneByProviderID not implemented")
+}
+func (UnimplementedProviderServer) GetZoneByNodeName(context.Context, *NodeNameRequest) (*ZoneResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetZoneByNodeName not implemented")
 }
 func (UnimplementedProviderServer) mustEmbedUnimplementedProviderServer() {}
 func (UnimplementedProviderServer) testEmbeddedByValue()                  {}
@@ -638,6 +836,204 @@ func _Provider_DeleteRoute_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Provider_NodeAddresses_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeNameRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).NodeAddresses(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_NodeAddresses_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).NodeAddresses(ctx, req.(*NodeNameRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Provider_NodeAddressesByProviderID_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProviderIDRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).NodeAddressesByProviderID(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_NodeAddressesByProviderID_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).NodeAddressesByProviderID(ctx, req.(*ProviderIDRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Provider_InstanceID_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeNameRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).InstanceID(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_InstanceID_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).InstanceID(ctx, req.(*NodeNameRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Provider_InstanceType_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeNameRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).InstanceType(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_InstanceType_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).InstanceType(ctx, req.(*NodeNameRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Provider_InstanceTypeByProviderID_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProviderIDRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).InstanceTypeByProviderID(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_InstanceTypeByProviderID_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).InstanceTypeByProviderID(ctx, req.(*ProviderIDRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Provider_CurrentNodeName_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CurrentNodeNameRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).CurrentNodeName(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_CurrentNodeName_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).CurrentNodeName(ctx, req.(*CurrentNodeNameRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Provider_InstanceExistsByProviderID_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProviderIDRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).InstanceExistsByProviderID(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_InstanceExistsByProviderID_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).InstanceExistsByProviderID(ctx, req.(*ProviderIDRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Provider_InstanceShutdownByProviderID_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProviderIDRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).InstanceShutdownByProviderID(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_InstanceShutdownByProviderID_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).InstanceShutdownByProviderID(ctx, req.(*ProviderIDRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Provider_GetZone_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetZoneRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).GetZone(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_GetZone_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).GetZone(ctx, req.(*GetZoneRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Provider_GetZoneByProviderID_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ProviderIDRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).GetZoneByProviderID(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_GetZoneByProviderID_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).GetZoneByProviderID(ctx, req.(*ProviderIDRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Provider_GetZoneByNodeName_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(NodeNameRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).GetZoneByNodeName(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_GetZoneByNodeName_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).GetZoneByNodeName(ctx, req.(*NodeNameRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Provider_ServiceDesc is the grpc.ServiceDesc for Provider service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -700,6 +1096,50 @@ var Provider_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "DeleteRoute",
 			Handler:    _Provider_DeleteRoute_Handler,
+		},
+		{
+			MethodName: "NodeAddresses",
+			Handler:    _Provider_NodeAddresses_Handler,
+		},
+		{
+			MethodName: "NodeAddressesByProviderID",
+			Handler:    _Provider_NodeAddressesByProviderID_Handler,
+		},
+		{
+			MethodName: "InstanceID",
+			Handler:    _Provider_InstanceID_Handler,
+		},
+		{
+			MethodName: "InstanceType",
+			Handler:    _Provider_InstanceType_Handler,
+		},
+		{
+			MethodName: "InstanceTypeByProviderID",
+			Handler:    _Provider_InstanceTypeByProviderID_Handler,
+		},
+		{
+			MethodName: "CurrentNodeName",
+			Handler:    _Provider_CurrentNodeName_Handler,
+		},
+		{
+			MethodName: "InstanceExistsByProviderID",
+			Handler:    _Provider_InstanceExistsByProviderID_Handler,
+		},
+		{
+			MethodName: "InstanceShutdownByProviderID",
+			Handler:    _Provider_InstanceShutdownByProviderID_Handler,
+		},
+		{
+			MethodName: "GetZone",
+			Handler:    _Provider_GetZone_Handler,
+		},
+		{
+			MethodName: "GetZoneByProviderID",
+			Handler:    _Provider_GetZoneByProviderID_Handler,
+		},
+		{
+			MethodName: "GetZoneByNodeName",
+			Handler:    _Provider_GetZoneByNodeName_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
