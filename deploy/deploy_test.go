@@ -10,17 +10,21 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
@@ -123,6 +127,16 @@ func TestChartAcceptedByAPIServer(t *testing.T) {
 			want: []string{"kind: DaemonSet", "kind: Secret", "--cloud-config=/etc/stratus/cloud-config/cloud.conf", "secretName: stratus-cloud-config"},
 		},
 		{
+			name: "plugin sidecars",
+			set: []string{"plugins[0].name=mc", "plugins[0].provider=minicloud", "plugins[0].cloudConfig.existingSecret=mc-creds",
+				"plugins[0].providerConfig.budget.rate=20", "plugins[1].name=other", "plugins[1].image.repository=example.com/other",
+				"plugins[1].command[0]=/other-plugin", "managerConfig.providers[0].name=a", "managerConfig.providers[0].type=fake"},
+			want: []string{"initContainers:", "name: plugin-mc", "restartPolicy: Always", "- --provider=minicloud", "- --socket=/run/stratus/mc.sock",
+				"- --cloud-config=/etc/stratus/plugin-config/cloud.conf", "secretName: mc-creds", "name: plugin-sockets", "medium: Memory",
+				"address: unix:///run/stratus/mc.sock", "address: unix:///run/stratus/other.sock", "image: \"example.com/other:0.1.0\"",
+				"- /other-plugin", "--config=/etc/stratus/config/config.yaml", "- name: a\n      type: fake"},
+		},
+		{
 			name: "manager config",
 			set:  []string{"managerConfig.providers[0].name=a", "managerConfig.providers[0].type=fake", "cloudConfig.existingSecret=creds"},
 			want: []string{"kind: ConfigMap", "--config=/etc/stratus/config/config.yaml", "kind: ManagerConfig", "secretName: creds"},
@@ -177,7 +191,7 @@ func TestKustomizeBaseMatchesChart(t *testing.T) {
 // kubectl kustomize and has the API server admit them.
 func TestKustomizeAcceptedByAPIServer(t *testing.T) {
 	env := testenv.Get(t)
-	for _, dir := range []string{"kustomize/base", "kustomize/overlays/example"} {
+	for _, dir := range []string{"kustomize/base", "kustomize/overlays/example", "kustomize/overlays/plugin"} {
 		t.Run(dir, func(t *testing.T) {
 			out := run(t, nil, tool(t, env, "kubectl"), "kustomize", dir)
 			if !bytes.Contains(out, []byte("kind: Deployment")) {
@@ -186,6 +200,96 @@ func TestKustomizeAcceptedByAPIServer(t *testing.T) {
 			dryRun(t, env, out)
 		})
 	}
+}
+
+// TestChartPluginsKeepRBAC: plugin sidecars add no permission (and the
+// ServiceAccount is the same): the RBAC rendered with plugins is the one
+// rendered without.
+func TestChartPluginsKeepRBAC(t *testing.T) {
+	env := testenv.Get(t)
+	kinds := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+	without := selectDocs(helmTemplate(t, env, "kube-system", "cloudProvider=minicloud"), kinds...)
+	with := selectDocs(helmTemplate(t, env, "kube-system", "plugins[0].name=mc", "plugins[0].provider=minicloud"), kinds...)
+	if len(without) == 0 || !bytes.Equal(without, with) {
+		t.Errorf("the RBAC differs with plugins:\n%s\nwithout:\n%s", with, without)
+	}
+	dep := deployment(t, helmTemplate(t, env, "kube-system", "plugins[0].name=mc", "plugins[0].provider=minicloud"))
+	if sa := dep.Spec.Template.Spec.ServiceAccountName; sa != "stratus" {
+		t.Errorf("serviceAccountName %q with plugins, want stratus", sa)
+	}
+}
+
+// TestChartRejectsBadPlugins: each mistake in plugins stops the rendering
+// with an error naming the value.
+func TestChartRejectsBadPlugins(t *testing.T) {
+	env := testenv.Get(t)
+	for _, tc := range []struct {
+		set  []string
+		want string
+	}{
+		{[]string{"plugins[0].provider=minicloud"}, "plugins[0].name is required"},
+		{[]string{"plugins[0].name=Mc", "plugins[0].provider=minicloud"}, `plugins[0].name "Mc": must be a DNS label`},
+		{[]string{"plugins[0].name=mc"}, "plugins: mc: provider (or command) is required"},
+		{[]string{"plugins[0].name=mc", "plugins[0].provider=a", "plugins[1].name=mc", "plugins[1].provider=b"}, `plugins[1].name "mc": used twice`},
+		{[]string{"cloudProvider=minicloud", "plugins[0].name=mc", "plugins[0].provider=minicloud"}, "cloudProvider and plugins: set one"},
+	} {
+		args := []string{"template", "stratus", "helm/stratus"}
+		for _, s := range tc.set {
+			args = append(args, "--set", s)
+		}
+		out, err := exec.Command(tool(t, env, "helm"), args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), tc.want) {
+			t.Errorf("helm template --set %s: %v; want an error containing %q\n%s", strings.Join(tc.set, ","), err, tc.want, out)
+		}
+	}
+}
+
+// TestKustomizePluginOverlayMatchesChart: the plugin overlay's pod and
+// ManagerConfig are what the chart renders for the same plugin, so the two
+// ways of installing cannot drift apart.
+func TestKustomizePluginOverlayMatchesChart(t *testing.T) {
+	env := testenv.Get(t)
+	overlay := run(t, nil, tool(t, env, "kubectl"), "kustomize", "kustomize/overlays/plugin")
+	chart := run(t, nil, tool(t, env, "helm"), "template", "stratus", "helm/stratus", "--namespace", "kube-system",
+		"--values", "kustomize/base/values.yaml", "--set", "cloudProvider=", "--set", "cloudConfig.existingSecret=",
+		"--set", "plugins[0].name=mc", "--set", "plugins[0].provider=minicloud", "--set", "plugins[0].cloudConfig.existingSecret=stratus-cloud-config")
+	want, got := deployment(t, chart).Spec.Template.Spec, deployment(t, overlay).Spec.Template.Spec
+	byName := func(a, b corev1.Volume) int { return strings.Compare(a.Name, b.Name) }
+	slices.SortFunc(want.Volumes, byName)
+	slices.SortFunc(got.Volumes, byName)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("the plugin overlay's pod differs from the chart's (-chart +overlay):\n%s", diff)
+	}
+	// The overlay's file ends with a newline, the chart's block does not.
+	w := strings.TrimSpace(configMap(t, chart, "stratus-config").Data["config.yaml"])
+	g := strings.TrimSpace(configMap(t, overlay, "stratus-config").Data["config.yaml"])
+	if w == "" || w != g {
+		t.Errorf("the plugin overlay's ManagerConfig differs from the chart's (-chart +overlay):\n%s", cmp.Diff(w, g))
+	}
+}
+
+// deployment returns the one Deployment of manifests.
+func deployment(t *testing.T, manifests []byte) *appsv1.Deployment {
+	t.Helper()
+	docs := selectDocs(manifests, "Deployment")
+	d := &appsv1.Deployment{}
+	if err := yaml.UnmarshalStrict(docs, d); err != nil || d.Name == "" {
+		t.Fatalf("no Deployment in the manifests (%v):\n%s", err, manifests)
+	}
+	return d
+}
+
+// configMap returns the ConfigMap name of manifests.
+func configMap(t *testing.T, manifests []byte, name string) *corev1.ConfigMap {
+	t.Helper()
+	for _, doc := range bytes.Split(selectDocs(manifests, "ConfigMap"), []byte("\n---")) {
+		cm := &corev1.ConfigMap{}
+		if err := yaml.Unmarshal(doc, cm); err == nil && cm.Name == name {
+			return cm
+		}
+	}
+	t.Fatalf("no ConfigMap %s in the manifests:\n%s", name, manifests)
+	return nil
 }
 
 // TestChartRBACIsExactlyEnough applies the chart's ServiceAccount and RBAC for

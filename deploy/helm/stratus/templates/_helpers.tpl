@@ -38,3 +38,40 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
 {{- define "stratus.hasCloudConfig" -}}
 {{- if or .Values.cloudConfig.existingSecret .Values.cloudConfig.content -}}true{{- end -}}
 {{- end -}}
+
+{{/* The socket directory shared by the manager and its plugin sidecars. */}}
+{{- define "stratus.pluginSocketDir" -}}/run/stratus{{- end -}}
+
+{{/*
+The ManagerConfig (--config) body: managerConfig, with one provider of type
+plugin per entry of plugins appended to its providers. Empty when neither is
+set.
+*/}}
+{{- define "stratus.managerConfig" -}}
+{{- if or .Values.managerConfig .Values.plugins -}}
+{{- $cfg := deepCopy .Values.managerConfig -}}
+{{- $providers := default (list) $cfg.providers -}}
+{{- $names := dict -}}
+{{- range $i, $p := .Values.plugins -}}
+{{- $name := required (printf "plugins[%d].name is required" $i) $p.name -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$" $name) -}}
+{{- fail (printf "plugins[%d].name %q: must be a DNS label (it names the sidecar container and its socket)" $i $name) -}}
+{{- end -}}
+{{- if hasKey $names $name -}}
+{{- fail (printf "plugins[%d].name %q: used twice" $i $name) -}}
+{{- end -}}
+{{- $_ := set $names $name true -}}
+{{- $entry := deepCopy (default (dict) $p.providerConfig) -}}
+{{- $_ := set $entry "name" $name -}}
+{{- $_ := set $entry "type" "plugin" -}}
+{{- $plugin := default (dict) $entry.plugin -}}
+{{- $_ := set $plugin "address" (printf "unix://%s/%s.sock" (include "stratus.pluginSocketDir" $) $name) -}}
+{{- $_ := set $entry "plugin" $plugin -}}
+{{- $providers = append $providers $entry -}}
+{{- end -}}
+{{- if $providers -}}
+{{- $_ := set $cfg "providers" $providers -}}
+{{- end -}}
+{{- toYaml $cfg -}}
+{{- end -}}
+{{- end -}}
