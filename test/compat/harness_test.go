@@ -130,11 +130,15 @@ func startRun(t *testing.T, s side, sc scenario) *run {
 	switch s {
 	case upstream:
 		startUpstream(t, bin, args)
-	case stratus:
+	case stratus, stratusPlugin:
 		// Deliberate difference node-deletion-guard: a grace period before a
 		// gone instance's Node is deleted; short here so that the final states
 		// can be compared.
-		managertest.StartProcess(t, append(args, "--node-deletion-grace-period=2s")...)
+		args = append(args, "--node-deletion-grace-period=2s")
+		if s == stratusPlugin {
+			args = throughPlugin(t, args, cloudConfig, kubeconfig)
+		}
+		managertest.StartProcess(t, args...)
 	}
 	return r
 }

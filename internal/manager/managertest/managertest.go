@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stratus-ccm/stratus/internal/manager"
+	"github.com/stratus-ccm/stratus/internal/managercmd"
 )
 
 // ProviderName is the registered name of the test provider.
@@ -187,11 +188,23 @@ func (m *Manager) Done() <-chan struct{} { return m.done }
 func (m *Manager) Err() error { return m.err }
 
 // helperEnv carries the command line of a manager child process.
-const helperEnv = "STRATUS_MANAGERTEST_ARGS"
+const (
+	helperEnv  = "STRATUS_MANAGERTEST_ARGS"
+	commandEnv = "STRATUS_MANAGERTEST_COMMAND"
+)
 
-// RunHelperProcess runs the manager and exits when the process was started by
-// StartProcess; otherwise it returns at once. Call it first in TestMain.
+// RunHelperProcess runs the manager (or the stratus-ccm command line) and
+// exits when the process was started by StartProcess (or StartCommand);
+// otherwise it returns at once. Call it first in TestMain.
 func RunHelperProcess() {
+	if raw := os.Getenv(commandEnv); raw != "" {
+		var args []string
+		if err := json.Unmarshal([]byte(raw), &args); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		os.Exit(managercmd.Main("test", args...))
+	}
 	raw := os.Getenv(helperEnv)
 	if raw == "" {
 		return
@@ -234,12 +247,27 @@ type Process struct {
 // end of the test if still running.
 func StartProcess(t testing.TB, args ...string) *Process {
 	t.Helper()
+	return startChild(t, helperEnv, "manager", args)
+}
+
+// StartCommand runs the stratus-ccm command line args (a subcommand such as
+// `plugin serve ...`) in a child process, like StartProcess, with the
+// providers the test binary links in.
+func StartCommand(t testing.TB, args ...string) *Process {
+	t.Helper()
+	return startChild(t, commandEnv, "stratus-ccm "+strings.Join(args[:min(len(args), 2)], " "), args)
+}
+
+// startChild re-executes the test binary with args in env; what names the
+// child in the output logged when the test fails.
+func startChild(t testing.TB, env, what string, args []string) *Process {
+	t.Helper()
 	raw, err := json.Marshal(args)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), helperEnv+"="+string(raw))
+	cmd.Env = append(os.Environ(), env+"="+string(raw))
 	out := &lockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
@@ -254,7 +282,7 @@ func StartProcess(t testing.TB, args ...string) *Process {
 		_ = cmd.Process.Kill()
 		<-p.done
 		if t.Failed() {
-			t.Logf("manager process output:\n%s", out.String())
+			t.Logf("%s process output:\n%s", what, out.String())
 		}
 	})
 	return p
