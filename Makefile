@@ -49,6 +49,10 @@ bench: kubebins kubebins-vsphere build ## Benchmark stratus-ccm against the upst
 bench-quick: kubebins kubebins-vsphere build ## Run every benchmark scenario at small sizes for both managers (a harness check; minutes).
 	bin/stratus bench --quick --out bench/results/quick.json --markdown bench/results/quick.md --chart bench/results/quick.png $(ARGS)
 
+.PHONY: bench-plugin
+bench-plugin: kubebins build ## Benchmark stratus-ccm with its provider through a plugin against in process (bench/results/plugin.json; minutes).
+	bin/stratus bench-plugin --out bench/results/plugin.json --markdown bench/results/plugin.md $(ARGS)
+
 .PHONY: conformance
 conformance: kubebins kubebins-vsphere kubebins-openstack build ## Run the provider conformance kit with every driver (the upstream providers as plugins); JUnit in .cache/conformance.xml, the matrix in docs/conformance.md.
 	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) bin/stratus conformance --junit .cache/conformance.xml --matrix docs/conformance.md $(ARGS)

@@ -313,11 +313,14 @@ func (r *Report) Merge(newer *Report) {
 }
 
 // WriteJSON writes the report to path, creating its folder.
-func (r *Report) WriteJSON(path string) error {
+func (r *Report) WriteJSON(path string) error { return writeJSON(path, r) }
+
+// writeJSON writes v, indented, to path, creating its folder.
+func writeJSON(path string, v any) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(r, "", "  ")
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
 		return err
 	}

@@ -120,8 +120,15 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, er
 	if err := sc.setup(ctx, e, o.Sizes); err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
-	if m == stratus {
+	if m != upstream {
 		bin = o.StratusCCM
+	}
+	if m == stratusPlugin {
+		var stop func()
+		if cloudArgs, stop, err = startPlugin(ctx, o, sc.name, cloudArgs); err != nil {
+			return nil, err
+		}
+		defer stop()
 	}
 	kc := cp.KubeconfigPath()
 	cmd := exec.CommandContext(ctx, bin, append(cloudArgs,

@@ -40,6 +40,7 @@ func newCommand() *cobra.Command {
 	root.AddCommand(vcsim.NewCommand())
 	root.AddCommand(newDevCommand())
 	root.AddCommand(newBenchCommand())
+	root.AddCommand(newBenchPluginCommand())
 	root.AddCommand(conformance.NewCommand())
 	return root
 }
