@@ -598,3 +598,13 @@ func TestInstancesV1AsPlugin(t *testing.T) {
 		t.Errorf("AddSSHKeyToAllInstances: %v; want NotImplemented", err)
 	}
 }
+
+// Serve refuses a provider that has nothing the manager could use: Zones
+// alone are only asked about nodes, so they do not count.
+func TestServeRefusesEmptyProvider(t *testing.T) {
+	zonesOnly := &fake.Cloud{Provider: "empty", DisableInstances: true, DisableRoutes: true, DisableLoadBalancers: true}
+	err := plugin.Serve(context.Background(), zonesOnly, plugin.ServeOptions{Address: socket(t)})
+	if err == nil || !strings.Contains(err.Error(), `serve provider "empty": it supports none of InstancesV2, Instances, LoadBalancer and Routes`) {
+		t.Errorf("Serve of a provider with Zones only: %v", err)
+	}
+}
