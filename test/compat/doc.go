@@ -22,4 +22,8 @@
 // load balancers with and without a floating IP carrying traffic, and routes.
 // It is an oracle for the dialect, not a comparison (stratus has no OpenStack
 // provider yet).
+//
+// plugin_test.go runs some minicloud scenarios with stratus-ccm twice, the
+// provider in process and served by a `stratus-ccm plugin serve` child, and
+// requires identical results.
 package compat
