@@ -28,6 +28,9 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
+	mcprovider "github.com/stratus-ccm/stratus/providers/minicloud" // registers "minicloud" for the sidecar's child
 )
 
 func TestMain(m *testing.M) {
@@ -266,6 +269,93 @@ func TestKustomizePluginOverlayMatchesChart(t *testing.T) {
 	if w == "" || w != g {
 		t.Errorf("the plugin overlay's ManagerConfig differs from the chart's (-chart +overlay):\n%s", cmp.Diff(w, g))
 	}
+}
+
+// TestChartPluginSidecarRuns runs what the chart renders for a plugin: the
+// sidecar's command line (`stratus-ccm plugin serve` with the rendered
+// flags, the pod's paths moved into a temporary folder) and the manager with
+// the rendered ManagerConfig and flags; the manager initializes a Node
+// through the sidecar's minicloud provider.
+func TestChartPluginSidecarRuns(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	admin := env.Clientset(t)
+	ctx := context.Background()
+	mc := minicloudtest.Start(t, minicloudtest.Options{NoDataPlane: true})
+	name := "plugin-node-" + ns
+	inst, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: name, Type: "mc.small", Zone: "mc-central-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	rendered := helmTemplate(t, env, ns, "plugins[0].name=mc", "plugins[0].provider=minicloud", "plugins[0].cloudConfig.existingSecret=mc-creds")
+	spec := deployment(t, rendered).Spec.Template.Spec
+	if len(spec.InitContainers) != 1 || len(spec.Containers) != 1 {
+		t.Fatalf("pod of %d sidecars and %d containers, want 1 and 1", len(spec.InitContainers), len(spec.Containers))
+	}
+	// The pod's paths, in a folder short enough for a Unix socket path.
+	dir, err := os.MkdirTemp("", "deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	paths := strings.NewReplacer("/run/stratus", filepath.Join(dir, "run"), "/etc/stratus/plugin-config", filepath.Join(dir, "plugin-config"),
+		"/etc/stratus/config", filepath.Join(dir, "config"))
+	for _, sub := range []string{"run", "plugin-config", "config"} {
+		if err := os.Mkdir(filepath.Join(dir, sub), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The Secret mc-creds, as the kubelet would mount it.
+	if err := os.WriteFile(filepath.Join(dir, "plugin-config", "cloud.conf"), fmt.Appendf(nil, "url: %s\ntoken: %s\n", mc.URL, mc.Token), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The ConfigMap, as the kubelet would mount it.
+	config := paths.Replace(configMap(t, rendered, "stratus-config").Data["config.yaml"])
+	if err := os.WriteFile(filepath.Join(dir, "config", "config.yaml"), []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	sidecar := make([]string, 0, len(spec.InitContainers[0].Args))
+	for _, a := range spec.InitContainers[0].Args {
+		sidecar = append(sidecar, paths.Replace(a))
+	}
+	managertest.StartCommand(t, sidecar...)
+
+	kc := managertest.WriteKubeconfig(t, env.Config)
+	args := []string{"--kubeconfig=" + kc}
+	for _, a := range spec.Containers[0].Args {
+		if strings.HasPrefix(a, "--secure-port=") {
+			a = "--secure-port=0" // one port per test run
+		}
+		args = append(args, paths.Replace(a))
+	}
+	managertest.StartProcess(t, args...)
+
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{
+			Key: "node.cloudprovider.kubernetes.io/uninitialized", Value: "true", Effect: corev1.TaintEffectNoSchedule,
+		}}},
+	}
+	if _, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+	var got *corev1.Node
+	poll(t, 90*time.Second, "the node to be initialized through the sidecar", func(ctx context.Context) (bool, error) {
+		got, err = admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, taint := range got.Spec.Taints {
+			if taint.Key == "node.cloudprovider.kubernetes.io/uninitialized" {
+				return false, nil
+			}
+		}
+		return got.Spec.ProviderID == mcprovider.ProviderID(inst.ID) && got.Labels[corev1.LabelTopologyZone] == "mc-central-a", nil
+	}, func() string {
+		return fmt.Sprintf("taints %v, provider ID %q, labels %v", got.Spec.Taints, got.Spec.ProviderID, got.Labels)
+	})
 }
 
 // deployment returns the one Deployment of manifests.
