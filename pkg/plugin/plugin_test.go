@@ -608,3 +608,39 @@ func TestServeRefusesEmptyProvider(t *testing.T) {
 		t.Errorf("Serve of a provider with Zones only: %v", err)
 	}
 }
+
+// The plugin's side answers a request without a required field with
+// INVALID_ARGUMENT naming the field, without asking the provider.
+func TestServerRejectsIncompleteRequests(t *testing.T) {
+	ctx := context.Background()
+	addr := socket(t)
+	raw := &fake.Cloud{Provider: "v1cloud", ExistsByProviderID: true}
+	serve(t, raw, plugin.ServeOptions{Address: addr})
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	rpc := pb.NewProviderClient(conn)
+	for _, tc := range []struct {
+		call  string
+		field string
+		err   error
+	}{
+		{"InstanceExistsByProviderID", "provider_id", func() error {
+			_, err := rpc.InstanceExistsByProviderID(ctx, &pb.ProviderIDRequest{}, grpc.WaitForReady(true))
+			return err
+		}()},
+		{"InstanceID", "node_name", func() error { _, err := rpc.InstanceID(ctx, &pb.NodeNameRequest{}); return err }()},
+		{"CurrentNodeName", "hostname", func() error { _, err := rpc.CurrentNodeName(ctx, &pb.CurrentNodeNameRequest{}); return err }()},
+		{"GetZoneByProviderID", "provider_id", func() error { _, err := rpc.GetZoneByProviderID(ctx, &pb.ProviderIDRequest{}); return err }()},
+		{"GetZoneByNodeName", "node_name", func() error { _, err := rpc.GetZoneByNodeName(ctx, &pb.NodeNameRequest{}); return err }()},
+	} {
+		if status.Code(tc.err) != codes.InvalidArgument || !strings.Contains(tc.err.Error(), tc.field+": required") {
+			t.Errorf("%s without %s: %v; want INVALID_ARGUMENT naming the field", tc.call, tc.field, tc.err)
+		}
+	}
+	if len(raw.Calls) != 0 {
+		t.Errorf("the provider was called: %v", raw.Calls)
+	}
+}

@@ -51,8 +51,8 @@ const gracefulStop = 10 * time.Second
 // the provider's Initialize (with opts.ClientBuilder and ctx's end as the
 // stop channel), listens on opts.Address and answers the manager's calls.
 // Any cloudprovider.Interface works; its InstancesV2, Instances (v1), Zones,
-// LoadBalancer and Routes and the pkg/cloudprovider extensions are served. It returns nil when ctx
-// ended, or the error that stopped it.
+// LoadBalancer and Routes and the pkg/cloudprovider extensions are served.
+// It returns nil when ctx ended, or the error that stopped it.
 func Serve(ctx context.Context, provider cloudprovider.Interface, opts ServeOptions) error {
 	if provider == nil {
 		return errors.New("plugin: serve: provider is nil")
