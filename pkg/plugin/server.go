@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
@@ -81,6 +82,9 @@ func Serve(ctx context.Context, provider cloudprovider.Interface, opts ServeOpti
 	pb.RegisterProviderServer(srv, &server{p: provider, caps: caps})
 
 	provider.Initialize(opts.ClientBuilder, ctx.Done())
+	if err := startInformers(ctx, provider, opts.ClientBuilder); err != nil {
+		return fmt.Errorf("plugin: serve provider %q: %w", caps.GetProviderName(), err)
+	}
 	klog.InfoS("Serving provider plugin", "provider", caps.GetProviderName(), "address", lis.Addr().String(), "interfaces", caps.Interfaces, "extensions", caps.Extensions)
 
 	done := make(chan error, 1)
@@ -102,6 +106,33 @@ func Serve(ctx context.Context, provider cloudprovider.Interface, opts ServeOpti
 	case <-t.C:
 		srv.Stop()
 	}
+	return nil
+}
+
+// informersResync is the resync period of the informers handed to a provider
+// that asks for them: upstream's default --min-resync-period.
+const informersResync = 12 * time.Hour
+
+// startInformers hands a provider that reads Kubernetes objects through shared
+// informers (cloudprovider.InformerUser) a factory, as a manager does in
+// process, and starts it until ctx ends. Without a ClientBuilder it logs that
+// the provider gets none: such providers may then fail the calls that need them.
+func startInformers(ctx context.Context, provider cloudprovider.Interface, builder cloudprovider.ControllerClientBuilder) error {
+	user, ok := provider.(cloudprovider.InformerUser)
+	if !ok {
+		return nil
+	}
+	if builder == nil {
+		klog.InfoS("Provider reads Kubernetes objects through informers but no Kubernetes client was given (stratus-ccm plugin serve --kubeconfig); calls that need them may fail")
+		return nil
+	}
+	client, err := builder.Client("shared-informers")
+	if err != nil {
+		return fmt.Errorf("shared informers client: %w", err)
+	}
+	factory := informers.NewSharedInformerFactory(client, informersResync)
+	user.SetInformers(factory)
+	factory.Start(ctx.Done())
 	return nil
 }
 
