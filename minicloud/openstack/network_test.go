@@ -3,6 +3,7 @@ package openstack_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/ports"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 
+	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
@@ -121,7 +123,7 @@ func TestNeutronTopology(t *testing.T) {
 		}
 	}
 	status, hdr, _ := e.raw(t, "DELETE", "/network/v2.0/ports/"+ps[0].ID, "", tok)
-	if status != http.StatusMethodNotAllowed || hdr.Get("Allow") != "GET" {
+	if status != http.StatusMethodNotAllowed || hdr.Get("Allow") != "GET, PUT" {
 		t.Errorf("DELETE port: %d Allow=%q", status, hdr.Get("Allow"))
 	}
 }
@@ -193,4 +195,97 @@ func TestRouterExtraRoutes(t *testing.T) {
 	if rp, _ := ports.ExtractPorts(pages); len(rp) != 1 || rp[0].NetworkID == "" {
 		t.Errorf("router ports: %+v", rp)
 	}
+}
+
+// TestHiddenExtensions: a hidden extension is neither listed nor served,
+// as on a Neutron without it; an unknown alias is refused at mount.
+func TestHiddenExtensions(t *testing.T) {
+	e := startEnv(t, minicloudtest.Options{}, openstack.Options{HiddenExtensions: []string{"extraroute-atomic", "allowed-address-pairs"}})
+	ctx := context.Background()
+	pages, err := extensions.List(e.network).AllPages(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exts, _ := extensions.ExtractExtensions(pages)
+	var aliases []string
+	for _, x := range exts {
+		aliases = append(aliases, x.Alias)
+	}
+	if slices.Contains(aliases, "extraroute-atomic") || slices.Contains(aliases, "allowed-address-pairs") || !slices.Contains(aliases, "extraroute") {
+		t.Errorf("extensions %v", aliases)
+	}
+	_, err = extensions.Get(ctx, e.network, "extraroute-atomic").Extract()
+	wantStatus(t, err, http.StatusNotFound)
+	a := e.createInstance(t, api.InstanceCreate{Name: "a"})
+	pages, _ = routers.List(e.network, routers.ListOpts{}).AllPages(ctx)
+	rs, _ := routers.ExtractRouters(pages)
+	add := []routers.Route{{DestinationCIDR: "10.244.1.0/24", NextHop: a.PrivateIP}}
+	_, err = extraroutes.Add(ctx, e.network, rs[0].ID, extraroutes.Opts{Routes: &add}).Extract()
+	wantStatus(t, err, http.StatusNotFound)
+	if r, err := routers.Update(ctx, e.network, rs[0].ID, routers.UpdateOpts{Routes: &add}).Extract(); err != nil || len(r.Routes) != 1 {
+		t.Errorf("whole-list update without extraroute-atomic: %+v, %v", r, err)
+	}
+	_, err = ports.Update(ctx, e.network, instancePort(t, e, a.ID).ID, ports.UpdateOpts{AllowedAddressPairs: &[]ports.AddressPair{{IPAddress: "10.244.1.0/24"}}}).Extract()
+	wantStatus(t, err, http.StatusBadRequest)
+
+	cfg := minicloud.DefaultConfig()
+	cfg.StateDir, cfg.Tokens, cfg.NoDataPlane = t.TempDir(), []string{minicloudtest.RandomToken()}, true
+	srv, err := minicloud.NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if _, err := openstack.Mount(srv, openstack.Options{HiddenExtensions: []string{"warp-drive"}}); err == nil || !strings.Contains(err.Error(), "warp-drive") {
+		t.Errorf("Mount with an unknown hidden extension: %v", err)
+	}
+}
+
+func instancePort(t *testing.T, e *env, instanceID string) ports.Port {
+	t.Helper()
+	pages, err := ports.List(e.network, ports.ListOpts{DeviceID: instanceID}).AllPages(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, _ := ports.ExtractPorts(pages)
+	if len(ps) != 1 {
+		t.Fatalf("ports of %s: %+v", instanceID, ps)
+	}
+	return ps[0]
+}
+
+// TestPortAddressPairs: an instance port's allowed_address_pairs are
+// replaced by a PUT and read back (MAC defaulting to the port's); other
+// attributes, other ports, bad addresses and duplicates are 400s.
+func TestPortAddressPairs(t *testing.T) {
+	e := startEnv(t, minicloudtest.Options{}, openstack.Options{})
+	ctx := context.Background()
+	a := e.createInstance(t, api.InstanceCreate{Name: "a"})
+	p := instancePort(t, e, a.ID)
+	pairs := []ports.AddressPair{{IPAddress: "10.244.1.7/24"}, {IPAddress: "10.0.0.9", MACAddress: "fa:16:3e:00:00:01"}}
+	got, err := ports.Update(ctx, e.network, p.ID, ports.UpdateOpts{AllowedAddressPairs: &pairs}).Extract()
+	want := []ports.AddressPair{{IPAddress: "10.244.1.0/24", MACAddress: p.MACAddress}, {IPAddress: "10.0.0.9", MACAddress: "fa:16:3e:00:00:01"}}
+	if err != nil || !slices.Equal(got.AllowedAddressPairs, want) {
+		t.Fatalf("update pairs: %+v, %v; want %+v", got, err, want)
+	}
+	if again := instancePort(t, e, a.ID); !slices.Equal(again.AllowedAddressPairs, want) {
+		t.Errorf("pairs read back: %+v", again.AllowedAddressPairs)
+	}
+	for _, bad := range []string{
+		`{"port": {"allowed_address_pairs": [{"ip_address": "nope"}]}}`,
+		`{"port": {"allowed_address_pairs": [{"ip_address": "10.0.0.1"}, {"ip_address": "10.0.0.1"}]}}`,
+		`{"port": {"name": "x"}}`,
+		`{"port": {}}`,
+	} {
+		if status, _, _ := e.raw(t, "PUT", "/network/v2.0/ports/"+p.ID, bad, e.provider.Token()); status != http.StatusBadRequest {
+			t.Errorf("PUT port %s: %d, want 400", bad, status)
+		}
+	}
+	pages, _ := routers.List(e.network, routers.ListOpts{}).AllPages(ctx)
+	rs, _ := routers.ExtractRouters(pages)
+	pages, _ = ports.List(e.network, ports.ListOpts{DeviceID: rs[0].ID}).AllPages(ctx)
+	rp, _ := ports.ExtractPorts(pages)
+	_, err = ports.Update(ctx, e.network, rp[0].ID, ports.UpdateOpts{AllowedAddressPairs: &pairs}).Extract()
+	wantStatus(t, err, http.StatusBadRequest)
+	_, err = ports.Update(ctx, e.network, "nope", ports.UpdateOpts{AllowedAddressPairs: &pairs}).Extract()
+	wantStatus(t, err, http.StatusNotFound)
 }

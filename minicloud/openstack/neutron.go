@@ -44,13 +44,38 @@ func defaultSGID() string        { return uuidOf("security-group", "default") }
 // with, so a route whose instance is gone still shows it.
 const nexthopTag = "openstack-nexthop"
 
-// extensions are the Neutron extensions advertised.
-var extensions = []struct{ alias, name, desc string }{
+// extension is a Neutron extension: its alias, name and description.
+type extension struct{ alias, name, desc string }
+
+// extensions are the Neutron extensions advertised (minus
+// Options.HiddenExtensions).
+var extensions = []extension{
 	{"external-net", "Neutron external network", "Adds external network attribute to network resource."},
 	{"router", "Neutron L3 Router", "Router abstraction for basic L3 forwarding between L2 Neutron networks and access to external networks via a NAT gateway."},
 	{"extraroute", "Neutron Extra Route", "Extra routes configuration for L3 router"},
 	{"extraroute-atomic", "Atomically add/remove extra routes", "Edit extra routes of a router on server side by atomically adding/removing extra routes"},
 	{"security-group", "security-group", "The security groups extension."},
+	{"allowed-address-pairs", "Allowed Address Pairs", "Provides allowed address pairs"},
+	{"port-security", "Port Security", "Provides port security"},
+}
+
+// Extension aliases whose API the dialect serves only while listed.
+const (
+	extAtomicRoutes = "extraroute-atomic"
+	extAddressPairs = "allowed-address-pairs"
+)
+
+// maxAddressPairs is Neutron's default max_allowed_address_pair.
+const maxAddressPairs = 10
+
+// hasExtension reports whether alias is listed (not hidden).
+func (d *Dialect) hasExtension(alias string) bool {
+	return !slices.Contains(d.opts.HiddenExtensions, alias)
+}
+
+// listedExtensions are the extensions listed.
+func (d *Dialect) listedExtensions() []extension {
+	return slices.DeleteFunc(slices.Clone(extensions), func(e extension) bool { return !d.hasExtension(e.alias) })
 }
 
 func (d *Dialect) neutronRoutes() {
@@ -75,13 +100,13 @@ func (d *Dialect) neutronRoutes() {
 			return 0, nil, badRequest("unexpected query parameters")
 		}
 		var out []any
-		for _, e := range extensions {
+		for _, e := range d.listedExtensions() {
 			out = append(out, extensionBody(e.alias, e.name, e.desc))
 		}
 		return http.StatusOK, map[string]any{"extensions": out}, nil
 	})
 	d.handle(networkSvc, "GET "+b+"extensions/{alias}", false, func(r *request) (int, any, error) {
-		for _, e := range extensions {
+		for _, e := range d.listedExtensions() {
 			if e.alias == r.PathValue("alias") {
 				return http.StatusOK, map[string]any{"extension": extensionBody(e.alias, e.name, e.desc)}, nil
 			}
@@ -91,6 +116,7 @@ func (d *Dialect) neutronRoutes() {
 	d.handle(networkSvc, "POST "+b+"floatingips", false, d.createFloatingIP)
 	d.handle(networkSvc, "PUT "+b+"floatingips/{id}", false, d.updateFloatingIP)
 	d.handle(networkSvc, "DELETE "+b+"floatingips/{id}", false, d.deleteFloatingIP)
+	d.handle(networkSvc, "PUT "+b+"ports/{id}", false, d.updatePort)
 	d.handle(networkSvc, "PUT "+b+"routers/{id}", false, d.updateRouter)
 	d.handle(networkSvc, "PUT "+b+"routers/{id}/add_extraroutes", false, d.editRoutes(true))
 	d.handle(networkSvc, "PUT "+b+"routers/{id}/remove_extraroutes", false, d.editRoutes(false))
@@ -235,10 +261,13 @@ func lastAddr(p netip.Prefix) netip.Addr {
 	return out
 }
 
-func portObject(id, name, network, mac, status, deviceID, owner string, fixed []map[string]string, sgs []string, created time.Time) object {
+func portObject(id, name, network, mac, status, deviceID, owner string, fixed []map[string]string, sgs []string, pairs []addressPair, created time.Time) object {
+	if pairs == nil {
+		pairs = []addressPair{}
+	}
 	return toObject(with(common(id, name, created), map[string]any{
 		"network_id": network, "mac_address": mac, "admin_state_up": true, "status": status,
-		"device_id": deviceID, "device_owner": owner, "fixed_ips": fixed, "allowed_address_pairs": []any{},
+		"device_id": deviceID, "device_owner": owner, "fixed_ips": fixed, "allowed_address_pairs": pairs,
 		"security_groups": sgs, "port_security_enabled": true, "binding:vnic_type": "normal", "extra_dhcp_opts": []any{},
 	}))
 }
@@ -257,6 +286,10 @@ func (d *Dialect) portObjects(r *request) ([]object, error) {
 	if err != nil {
 		return nil, err
 	}
+	pairs, err := d.portRecords()
+	if err != nil {
+		return nil, err
+	}
 	var out []object
 	for _, in := range insts {
 		fixed := []map[string]string{{"subnet_id": instanceSubnetID(), "ip_address": in.PrivateIP}}
@@ -267,13 +300,13 @@ func (d *Dialect) portObjects(r *request) ([]object, error) {
 		if in.State != api.InstanceRunning {
 			status = "DOWN"
 		}
-		out = append(out, portObject(instancePortID(in.ID), "", privateNetworkID(), macOf(in.ID), status, in.ID, "compute:"+in.Zone, fixed, []string{defaultSGID()}, in.CreatedAt))
+		out = append(out, portObject(instancePortID(in.ID), "", privateNetworkID(), macOf(in.ID), status, in.ID, "compute:"+in.Zone, fixed, []string{defaultSGID()}, pairs[instancePortID(in.ID)], in.CreatedAt))
 	}
 	for _, lb := range lbs {
 		fixed := []map[string]string{{"subnet_id": vipSubnetID(), "ip_address": lb.VIPAddress}}
-		out = append(out, portObject(vipPortID(lb.ID), "octavia-lb-"+lb.ID, privateNetworkID(), macOf(lb.ID), "ACTIVE", "lb-"+lb.ID, "Octavia", fixed, []string{}, lb.CreatedAt))
+		out = append(out, portObject(vipPortID(lb.ID), "octavia-lb-"+lb.ID, privateNetworkID(), macOf(lb.ID), "ACTIVE", "lb-"+lb.ID, "Octavia", fixed, []string{}, nil, lb.CreatedAt))
 	}
-	out = append(out, portObject(uuidOf("port", "router"), "", privateNetworkID(), macOf("router"), "ACTIVE", routerID(), "network:router_interface", []map[string]string{}, []string{}, epoch))
+	out = append(out, portObject(uuidOf("port", "router"), "", privateNetworkID(), macOf("router"), "ACTIVE", routerID(), "network:router_interface", []map[string]string{}, []string{}, nil, epoch))
 	return out, nil
 }
 
@@ -398,9 +431,13 @@ func (d *Dialect) updateRouter(r *request) (int, any, error) {
 }
 
 // editRoutes answers add_extraroutes and remove_extraroutes (atomic, and
-// idempotent like Neutron's).
+// idempotent like Neutron's); 404 while extraroute-atomic is hidden, as
+// Neutron answers a path no extension serves.
 func (d *Dialect) editRoutes(add bool) handler {
 	return func(r *request) (int, any, error) {
+		if !d.hasExtension(extAtomicRoutes) {
+			return 0, nil, notFound("The resource could not be found.")
+		}
 		edit, err := d.readRoutes(r)
 		if err != nil {
 			return 0, nil, err
@@ -479,6 +516,107 @@ func (d *Dialect) setRoutes(r *request, want []route, edit *routeEdit) error {
 		}
 	}
 	return nil
+}
+
+// ---- ports
+
+// addressPair is an entry of a port's allowed_address_pairs.
+type addressPair struct {
+	IPAddress  string `json:"ip_address"`
+	MACAddress string `json:"mac_address"`
+}
+
+// portRecord is what the dialect stores of a port: its allowed address
+// pairs (instance ports are otherwise synthesized from instances).
+type portRecord struct {
+	ID    string        `json:"id"`
+	Pairs []addressPair `json:"pairs"`
+}
+
+// portRecords returns the stored address pairs by port ID.
+func (d *Dialect) portRecords() (map[string][]addressPair, error) {
+	var recs []portRecord
+	err := d.st.View(func(tx *store.Tx) error {
+		var err error
+		recs, _, err = store.List[portRecord](tx, kindPorts, "", 0, nil)
+		return err
+	})
+	out := make(map[string][]addressPair, len(recs))
+	for _, rec := range recs {
+		out[rec.ID] = rec.Pairs
+	}
+	return out, err
+}
+
+// updatePort answers PUT /ports/{id} {"port": {"allowed_address_pairs":
+// [...]}}: the pairs of an instance's port become the list (a pair's
+// mac_address defaults to the port's). Pairs are stored, not enforced: the
+// data plane does not filter sources. Any other attribute is a 400.
+func (d *Dialect) updatePort(r *request) (int, any, error) {
+	var in struct {
+		Port struct {
+			AllowedAddressPairs *[]struct {
+				IPAddress  string `json:"ip_address"`
+				MACAddress string `json:"mac_address"`
+			} `json:"allowed_address_pairs"`
+		} `json:"port"`
+	}
+	if err := decodeBody(r, &in); err != nil {
+		return 0, nil, err
+	}
+	if !d.hasExtension(extAddressPairs) {
+		return 0, nil, badRequest("Unrecognized attribute(s) 'allowed_address_pairs'")
+	}
+	if in.Port.AllowedAddressPairs == nil {
+		return 0, nil, badRequest("port.allowed_address_pairs: minicloud updates the allowed address pairs of a port only")
+	}
+	ports, err := d.portObjects(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	id := r.PathValue("id")
+	i := slices.IndexFunc(ports, func(o object) bool { return o["id"] == id })
+	if i < 0 {
+		return 0, nil, notFound("Port %s could not be found.", id)
+	}
+	if owner, _ := ports[i]["device_owner"].(string); !strings.HasPrefix(owner, "compute:") {
+		return 0, nil, badRequest("allowed_address_pairs: minicloud keeps address pairs of instance ports only, not of port %s", id)
+	}
+	mac, _ := ports[i]["mac_address"].(string)
+	pairs := []addressPair{}
+	for j, p := range *in.Port.AllowedAddressPairs {
+		ip := p.IPAddress
+		if a, err := netip.ParseAddr(ip); err == nil {
+			ip = a.String()
+		} else if pf, err := netip.ParsePrefix(ip); err == nil {
+			ip = pf.Masked().String()
+		} else {
+			return 0, nil, badRequest("Invalid input for allowed_address_pairs[%d].ip_address: %q is not an IP address or CIDR", j, p.IPAddress)
+		}
+		pair := addressPair{IPAddress: ip, MACAddress: cmpOr(p.MACAddress, mac)}
+		if slices.Contains(pairs, pair) {
+			return 0, nil, badRequest("Invalid input for allowed_address_pairs: duplicate address pair %s", ip)
+		}
+		pairs = append(pairs, pair)
+	}
+	if len(pairs) > maxAddressPairs {
+		return 0, nil, badRequest("Exceeded maximum amount of allowed address pairs (%d)", maxAddressPairs)
+	}
+	d.octMu.Lock()
+	err = d.st.Update(func(tx *store.Tx) error { return store.Put(tx, kindPorts, id, portRecord{ID: id, Pairs: pairs}) })
+	d.octMu.Unlock()
+	if err != nil {
+		return 0, nil, err
+	}
+	ports, err = d.portObjects(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	i = slices.IndexFunc(ports, func(o object) bool { return o["id"] == id })
+	if i < 0 {
+		return 0, nil, notFound("Port %s could not be found.", id)
+	}
+	return http.StatusOK, map[string]any{"port": ports[i]}, nil
 }
 
 // ---- floating IPs

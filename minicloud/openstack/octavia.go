@@ -1,6 +1,7 @@
 package openstack
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -21,6 +22,8 @@ import (
 const (
 	kindLoadBalancers store.Kind = "openstack-loadbalancers"
 	kindFloatingIPs   store.Kind = "openstack-floatingips"
+	// kindPorts holds the allowed address pairs of instance ports.
+	kindPorts store.Kind = "openstack-ports"
 )
 
 // Provisioning statuses.
@@ -84,13 +87,16 @@ type pool struct {
 }
 
 type member struct {
-	ID           string   `json:"id"`
-	Name         string   `json:"name"`
-	Address      string   `json:"address"`
-	ProtocolPort int      `json:"protocol_port"`
-	SubnetID     string   `json:"subnet_id"`
-	Weight       int      `json:"weight"`
-	Tags         []string `json:"tags"`
+	ID           string `json:"id"`
+	Name         string `json:"name"`
+	Address      string `json:"address"`
+	ProtocolPort int    `json:"protocol_port"`
+	SubnetID     string `json:"subnet_id"`
+	Weight       int    `json:"weight"`
+	// MonitorPort is where the pool's health monitor checks the member
+	// (0: its protocol_port).
+	MonitorPort int      `json:"monitor_port"`
+	Tags        []string `json:"tags"`
 }
 
 type monitor struct {
@@ -131,31 +137,28 @@ func vipPortID(lbID string) string { return uuidOf("vip-port", lbID) }
 func project(lb *lbRecord, instByIP map[string]string) (api.LoadBalancerSpec, error) {
 	spec := api.LoadBalancerSpec{Tags: map[string]string{nativeTag: lb.ID}}
 	var addrSets []map[string]bool
-	var cidrs []string
-	cidrsSet := false
+	var cidrSets [][]netip.Prefix
 	for _, l := range lb.Listeners {
 		p := lb.pool(l.DefaultPoolID)
 		if p == nil || len(p.Members) == 0 {
 			continue
 		}
-		port := p.Members[0].ProtocolPort
+		port, monPort := p.Members[0].ProtocolPort, p.Members[0].MonitorPort
 		set := map[string]bool{}
 		for _, m := range p.Members {
 			if m.ProtocolPort != port {
 				return spec, badRequest("members.protocol_port: the members of pool %s use ports %d and %d; minicloud sends a listener's traffic to one target port", p.ID, port, m.ProtocolPort)
 			}
+			if m.MonitorPort != monPort {
+				return spec, badRequest("members.monitor_port: the members of pool %s are monitored on ports %d and %d; minicloud checks every target on one port", p.ID, monPort, m.MonitorPort)
+			}
 			set[m.Address] = true
 		}
 		addrSets = append(addrSets, set)
 		spec.Listeners = append(spec.Listeners, api.Listener{Protocol: l.Protocol, Port: l.ProtocolPort, TargetPort: port})
-		c := slices.Clone(l.AllowedCIDRs)
-		slices.Sort(c)
-		if cidrsSet && !slices.Equal(c, cidrs) {
-			return spec, badRequest("allowed_cidrs: listener %s differs from the other listeners; minicloud applies one set of source ranges per load balancer", l.ID)
-		}
-		cidrs, cidrsSet = c, true
+		cidrSets = append(cidrSets, prefixes(l.AllowedCIDRs))
 		if p.Monitor != nil {
-			hc, err := healthCheck(p.Monitor, port)
+			hc, err := healthCheck(p.Monitor, cmp.Or(monPort, port))
 			if err != nil {
 				return spec, err
 			}
@@ -170,7 +173,7 @@ func project(lb *lbRecord, instByIP map[string]string) (api.LoadBalancerSpec, er
 	if len(spec.Listeners) == 0 {
 		return spec, badRequest("listeners: minicloud serves a load balancer through at least one listener whose default pool has members")
 	}
-	spec.SourceRanges = cidrs
+	spec.SourceRanges = commonSources(cidrSets)
 	var addrs []string
 	for a := range addrSets[0] {
 		in := true
@@ -190,6 +193,64 @@ func project(lb *lbRecord, instByIP map[string]string) (api.LoadBalancerSpec, er
 		}
 	}
 	return spec, nil
+}
+
+func prefixes(cidrs []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, c := range cidrs {
+		if p, err := netip.ParsePrefix(c); err == nil {
+			out = append(out, p.Masked())
+		}
+	}
+	return out
+}
+
+// denyAll is the source range of a load balancer whose listeners allow no
+// source in common: an address no packet comes from.
+var denyAll = []string{"0.0.0.0/32", "::/128"}
+
+// commonSources are the source ranges minicloud applies to the whole load
+// balancer: the sources every listener allows (none listed: any). Listeners
+// whose allowed_cidrs differ, as while a client updates them one by one,
+// thus never let in a source one of them refuses.
+func commonSources(sets [][]netip.Prefix) []string {
+	var acc []netip.Prefix
+	restricted := false
+	for _, set := range sets {
+		if len(set) == 0 {
+			continue
+		}
+		if !restricted {
+			acc, restricted = set, true
+			continue
+		}
+		var next []netip.Prefix
+		for _, a := range acc {
+			for _, b := range set {
+				switch {
+				case a.Bits() >= b.Bits() && b.Contains(a.Addr()):
+					next = append(next, a)
+				case b.Bits() > a.Bits() && a.Contains(b.Addr()):
+					next = append(next, b)
+				}
+			}
+		}
+		acc = next
+	}
+	if !restricted {
+		return nil
+	}
+	var out []string
+	for _, p := range acc {
+		if s := p.String(); !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	if len(out) == 0 {
+		return slices.Clone(denyAll)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func healthCheck(m *monitor, port int) (*api.HealthCheck, error) {
@@ -280,6 +341,9 @@ func validateMember(m *member) error {
 	}
 	if m.ProtocolPort < 1 || m.ProtocolPort > 65535 {
 		return badRequest("protocol_port: %d is not a port (1-65535)", m.ProtocolPort)
+	}
+	if m.MonitorPort < 0 || m.MonitorPort > 65535 {
+		return badRequest("monitor_port: %d is not a port (1-65535)", m.MonitorPort)
 	}
 	if m.Weight < 0 || m.Weight > 256 {
 		return badRequest("weight: %d out of range 0-256", m.Weight)
@@ -621,14 +685,17 @@ func memberBody(lb *lbRecord, p *pool, m *member, health map[string]string) map[
 			op = "OFFLINE"
 		}
 	}
-	var subnet any
+	var subnet, monitorPort any
 	if m.SubnetID != "" {
 		subnet = m.SubnetID
+	}
+	if m.MonitorPort != 0 {
+		monitorPort = m.MonitorPort
 	}
 	return map[string]any{
 		"id": m.ID, "name": m.Name, "address": m.Address, "protocol_port": m.ProtocolPort, "subnet_id": subnet,
 		"weight": m.Weight, "backup": false, "admin_state_up": true, "tags": orEmpty(m.Tags),
-		"monitor_address": nil, "monitor_port": nil, "project_id": projectID(), "tenant_id": projectID(),
+		"monitor_address": nil, "monitor_port": monitorPort, "project_id": projectID(), "tenant_id": projectID(),
 		"provisioning_status": lb.Status, "operating_status": op,
 		"created_at": timeString(lb.CreatedAt), "updated_at": timeString(lb.UpdatedAt),
 	}

@@ -202,10 +202,13 @@ func (c *memberCreate) record() (member, error) {
 	if c.Backup {
 		return member{}, badRequest("backup: backup members cannot be projected")
 	}
-	if (c.MonitorAddress != "" && c.MonitorAddress != c.Address) || c.MonitorPort != nil {
-		return member{}, badRequest("monitor_address: minicloud checks members on their own address and port")
+	if c.MonitorAddress != "" && c.MonitorAddress != c.Address {
+		return member{}, badRequest("monitor_address: minicloud checks members on their own address")
 	}
-	m := member{ID: newUUID(), Name: c.Name, Address: c.Address, ProtocolPort: c.ProtocolPort, SubnetID: c.SubnetID, Weight: orInt(c.Weight, 1), Tags: c.Tags}
+	m := member{ID: newUUID(), Name: c.Name, Address: c.Address, ProtocolPort: c.ProtocolPort, SubnetID: c.SubnetID, Weight: orInt(c.Weight, 1), MonitorPort: orInt(c.MonitorPort, 0), Tags: c.Tags}
+	if c.MonitorPort != nil && *c.MonitorPort == 0 {
+		return m, badRequest("monitor_port: 0 is not a port (1-65535)")
+	}
 	return m, validateMember(&m)
 }
 

@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -78,6 +79,12 @@ type Options struct {
 	// Now is the dialect's clock for token expiry and the pending delays
 	// (default time.Now); tests move it instead of waiting.
 	Now func() time.Time
+	// HiddenExtensions are Neutron extension aliases not listed and not
+	// served, as on a cloud that lacks them: "extraroute-atomic" (then
+	// add_extraroutes and remove_extraroutes answer 404, and clients
+	// update the whole list of routes) or "allowed-address-pairs" (then a
+	// port's allowed_address_pairs cannot be written).
+	HiddenExtensions []string
 }
 
 // Dialect serves the OpenStack APIs of one minicloud server.
@@ -120,7 +127,12 @@ func Mount(srv *minicloud.Server, opts Options) (*Dialect, error) {
 		mux: http.NewServeMux(), now: opts.Now,
 		tokens: map[string]*token{}, native: map[string]*client.Client{},
 	}
-	if err := d.st.EnsureKinds(kindLoadBalancers, kindFloatingIPs); err != nil {
+	for _, x := range opts.HiddenExtensions {
+		if !slices.ContainsFunc(extensions, func(e extension) bool { return e.alias == x }) {
+			return nil, fmt.Errorf("openstack dialect: hidden extension %q: not an extension the dialect serves", x)
+		}
+	}
+	if err := d.st.EnsureKinds(kindLoadBalancers, kindFloatingIPs, kindPorts); err != nil {
 		return nil, fmt.Errorf("openstack dialect: %w", err)
 	}
 	d.routes()
