@@ -14,6 +14,7 @@ import (
 	"github.com/gophercloud/gophercloud/v2"
 	gos "github.com/gophercloud/gophercloud/v2/openstack"
 	cloudprovider "k8s.io/cloud-provider"
+	"k8s.io/klog/v2"
 
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
@@ -55,6 +56,7 @@ type Cloud struct {
 	pc                   *gophercloud.ProviderClient
 	compute, network, lb *gophercloud.ServiceClient
 	lbs                  *loadBalancers
+	routes               *routes
 }
 
 // New returns the provider for cfg. It reads the CA file but contacts
@@ -79,6 +81,7 @@ func New(cfg *Config) (*Cloud, error) {
 	}
 	c := &Cloud{cfg: cfg, http: &http.Client{Timeout: requestTimeout, Transport: tr}}
 	c.lbs = &loadBalancers{c: c}
+	c.routes = &routes{c: c}
 	return c, nil
 }
 
@@ -207,8 +210,13 @@ func (c *Cloud) Zones() (cloudprovider.Zones, bool) { return nil, false }
 // Clusters returns false.
 func (c *Cloud) Clusters() (cloudprovider.Clusters, bool) { return nil, false }
 
-// Routes returns false: routes are not managed.
-func (c *Cloud) Routes() (cloudprovider.Routes, bool) { return nil, false }
+// Routes returns the extra routes of [Route] router-id; false without it.
+func (c *Cloud) Routes() (cloudprovider.Routes, bool) {
+	if c.cfg.RouterID == "" {
+		return nil, false
+	}
+	return c.routes, true
+}
 
 // ProviderName returns "openstack".
 func (c *Cloud) ProviderName() string { return ProviderName }
@@ -216,5 +224,16 @@ func (c *Cloud) ProviderName() string { return ProviderName }
 // HasClusterID returns true, as upstream.
 func (c *Cloud) HasClusterID() bool { return true }
 
-// Initialize does nothing: the provider needs no Kubernetes client.
-func (c *Cloud) Initialize(cloudprovider.ControllerClientBuilder, <-chan struct{}) {}
+// Initialize keeps a Kubernetes client so that the route listing names
+// next hops by the nodes' addresses, as upstream does. It starts nothing.
+func (c *Cloud) Initialize(b cloudprovider.ControllerClientBuilder, _ <-chan struct{}) {
+	if b == nil || c.cfg.RouterID == "" {
+		return
+	}
+	kc, err := b.Client("openstack-provider")
+	if err != nil {
+		klog.ErrorS(err, "openstack: no Kubernetes client; routes name next hops by the servers' names")
+		return
+	}
+	c.routes.nodes.Store(&kc)
+}

@@ -4,7 +4,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/stratus-ccm/stratus/internal/gitini"
 )
@@ -52,9 +54,36 @@ type Config struct {
 	FloatingNetworkID string
 	// LBProvider is the Octavia provider (driver); empty is Octavia's default.
 	LBProvider string
-	// CreateMonitor adds a TCP health monitor to every pool.
+	// CreateMonitor adds a health monitor to every pool: TCP (UDP-CONNECT
+	// for UDP), HTTP on the health check node port for a Service with
+	// externalTrafficPolicy Local, as upstream.
 	CreateMonitor bool
+	// MonitorDelay, MonitorTimeout, MonitorMaxRetries and
+	// MonitorMaxRetriesDown tune those monitors ([LoadBalancer]
+	// monitor-delay, monitor-timeout, monitor-max-retries,
+	// monitor-max-retries-down; upstream's defaults 5s, 3s, 1, 3).
+	MonitorDelay, MonitorTimeout             time.Duration
+	MonitorMaxRetries, MonitorMaxRetriesDown int
+	// LBMethod is every pool's lb_algorithm ([LoadBalancer] lb-method,
+	// default ROUND_ROBIN).
+	LBMethod string
+	// CascadeDelete deletes a load balancer with its children in one call
+	// ([LoadBalancer] cascade-delete, default true); false deletes the
+	// listeners and pools first, one per call.
+	CascadeDelete bool
+	// RouterID is the Neutron router whose extra routes carry the pod
+	// CIDRs ([Route] router-id); empty: routes are not managed.
+	RouterID string
 }
+
+// defaults are upstream's defaults of the keys that have one.
+func defaults() *Config {
+	return &Config{MonitorDelay: 5 * time.Second, MonitorTimeout: 3 * time.Second, MonitorMaxRetries: 1, MonitorMaxRetriesDown: 3,
+		LBMethod: "ROUND_ROBIN", CascadeDelete: true}
+}
+
+// lbMethods are the lb-method values upstream passes to Octavia.
+var lbMethods = []string{"ROUND_ROBIN", "LEAST_CONNECTIONS", "SOURCE_IP", "SOURCE_IP_PORT"}
 
 // key is one configuration key: its section, its name, where it is stored
 // (nil when the key is recognized but not supported) and why not.
@@ -80,10 +109,29 @@ func boolean(f func(*Config) *bool) func(*Config, string, string) error {
 	}
 }
 
-const (
-	noLB    = "not supported by this provider's load balancers"
-	noRoute = "not supported: this provider does not manage routes"
-)
+func duration(f func(*Config) *time.Duration) func(*Config, string, string) error {
+	return func(c *Config, v, where string) error {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			return fmt.Errorf("%s: %q is not a positive duration (e.g. 5s)", where, v)
+		}
+		*f(c) = d
+		return nil
+	}
+}
+
+func count(min int, f func(*Config) *int) func(*Config, string, string) error {
+	return func(c *Config, v, where string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < min {
+			return fmt.Errorf("%s: %q is not a whole number of at least %d", where, v, min)
+		}
+		*f(c) = n
+		return nil
+	}
+}
+
+const noLB = "not supported by this provider's load balancers"
 
 // keys lists every key upstream reads from cloud.conf (and the project-*
 // spellings of the tenant-* keys), supported or not.
@@ -133,16 +181,28 @@ var keys = []key{
 	{section: "loadbalancer", name: "floating-network-id", set: str(func(c *Config) *string { return &c.FloatingNetworkID })},
 	{section: "loadbalancer", name: "lb-provider", set: str(func(c *Config) *string { return &c.LBProvider })},
 	{section: "loadbalancer", name: "create-monitor", set: boolean(func(c *Config) *bool { return &c.CreateMonitor })},
-	{section: "route", name: "router-id", unsupported: noRoute},
+	{section: "loadbalancer", name: "monitor-delay", set: duration(func(c *Config) *time.Duration { return &c.MonitorDelay })},
+	{section: "loadbalancer", name: "monitor-timeout", set: duration(func(c *Config) *time.Duration { return &c.MonitorTimeout })},
+	{section: "loadbalancer", name: "monitor-max-retries", set: count(1, func(c *Config) *int { return &c.MonitorMaxRetries })},
+	{section: "loadbalancer", name: "monitor-max-retries-down", set: count(1, func(c *Config) *int { return &c.MonitorMaxRetriesDown })},
+	{section: "loadbalancer", name: "lb-method", set: func(c *Config, v, where string) error {
+		m := strings.ToUpper(v)
+		if !slices.Contains(lbMethods, m) {
+			return fmt.Errorf("%s: %q: want one of %s", where, v, strings.Join(lbMethods, ", "))
+		}
+		c.LBMethod = m
+		return nil
+	}},
+	{section: "loadbalancer", name: "cascade-delete", set: boolean(func(c *Config) *bool { return &c.CascadeDelete })},
+	{section: "route", name: "router-id", set: str(func(c *Config) *string { return &c.RouterID })},
 	{section: "metadata", name: "search-order", set: func(*Config, string, string) error { return nil }},
 	{section: "metadata", name: "request-timeout", unsupported: "not supported: the provider never reads the metadata service"},
 }
 
 // lbKeys are upstream's [LoadBalancer] keys: recognized, not supported.
 var lbKeys = []string{"lb-version", "member-subnet-id", "network-id",
-	"floating-subnet-id", "floating-subnet", "floating-subnet-tags", "lb-method",
-	"monitor-delay", "monitor-timeout", "monitor-max-retries", "monitor-max-retries-down", "manage-security-groups",
-	"internal-lb", "node-selector", "cascade-delete", "flavor-id", "availability-zone", "enable-ingress-hostname",
+	"floating-subnet-id", "floating-subnet", "floating-subnet-tags", "manage-security-groups",
+	"internal-lb", "node-selector", "flavor-id", "availability-zone", "enable-ingress-hostname",
 	"ingress-hostname-suffix", "max-shared-lb", "container-store", "provider-requires-serial-api-calls",
 	"default-tls-container-ref"}
 
@@ -165,7 +225,7 @@ func ParseConfig(r io.Reader) (*Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("openstack config: %w", err)
 	}
-	c := &Config{}
+	c := defaults()
 	section := ""
 	for n, line := range strings.Split(string(data), "\n") {
 		lineNo := n + 1

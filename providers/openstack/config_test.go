@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseConfig(t *testing.T) {
@@ -26,6 +27,12 @@ public-network-name = ext-b
 internal-network-name = int
 [LoadBalancer]
 enabled = false
+monitor-delay = 7s
+monitor-max-retries-down = 2
+lb-method = least_connections
+cascade-delete = false
+[Route]
+router-id = r-1
 [Metadata]
 search-order = configDrive,metadataService
 `
@@ -33,9 +40,12 @@ search-order = configDrive,metadataService
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := &Config{AuthURL: "https://keystone.example:5000/v3", Username: "ccm", Password: "s3cr;et", UserDomainName: "Users",
+	want := defaults()
+	*want = Config{AuthURL: "https://keystone.example:5000/v3", Username: "ccm", Password: "s3cr;et", UserDomainName: "Users",
 		ProjectName: "k8s", ProjectDomainID: "default", Region: "RegionOne", EndpointType: "internal", TLSInsecure: true,
-		IPv6Disabled: true, PublicNetworks: []string{"ext-a", "ext-b"}, InternalNetworks: []string{"int"}, LBDisabled: true}
+		IPv6Disabled: true, PublicNetworks: []string{"ext-a", "ext-b"}, InternalNetworks: []string{"int"}, LBDisabled: true,
+		MonitorDelay: 7 * time.Second, MonitorTimeout: 3 * time.Second, MonitorMaxRetries: 1, MonitorMaxRetriesDown: 2,
+		LBMethod: "LEAST_CONNECTIONS", CascadeDelete: false, RouterID: "r-1"}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
@@ -54,7 +64,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{base + "[LoadBalancer]\nmember-subnet-id = n\n", "[LoadBalancer] member-subnet-id: not supported by this provider's load balancers"},
 		{base + "[LoadBalancer]\ncreate-monitor = sometimes\n", "[LoadBalancer] create-monitor: \"sometimes\" is not a boolean"},
 		{base + "[LoadBalancerClass \"a\"]\n", `[LoadBalancerClass "a"]: not supported`},
-		{base + "[Route]\nrouter-id = r\n", "[Route] router-id: not supported"},
+		{base + "[LoadBalancer]\nlb-method = RANDOM\n", `[LoadBalancer] lb-method: "RANDOM": want one of ROUND_ROBIN`},
+		{base + "[LoadBalancer]\nmonitor-delay = 5\n", `[LoadBalancer] monitor-delay: "5" is not a positive duration`},
+		{base + "[LoadBalancer]\nmonitor-max-retries = 0\n", `[LoadBalancer] monitor-max-retries: "0" is not a whole number of at least 1`},
+		{base + "[Route]\nrouter = r\n", "[Route] router: unknown key"},
 		{base + "[BlockStorage]\n", "[BlockStorage]: unknown section"},
 		{base + "tls-insecure = maybe\n", `[Global] tls-insecure: "maybe" is not a boolean`},
 		{base + "os-endpoint-type = private\n", `os-endpoint-type "private"`},

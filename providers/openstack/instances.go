@@ -61,7 +61,7 @@ func serverID(providerID string) (string, error) {
 // ListInstances lists every server in one paged GET /servers/detail. Any
 // failed page fails the listing.
 func (c *Cloud) ListInstances(ctx context.Context) ([]pcp.Instance, error) {
-	all, err := c.listServers(ctx, servers.ListOpts{Limit: listPageSize})
+	all, err := c.listServers(ctx, listAll())
 	if err != nil {
 		return nil, err
 	}
@@ -71,6 +71,9 @@ func (c *Cloud) ListInstances(ctx context.Context) ([]pcp.Instance, error) {
 	}
 	return out, nil
 }
+
+// listAll lists every server in pages of listPageSize.
+func listAll() servers.ListOpts { return servers.ListOpts{Limit: listPageSize} }
 
 func (c *Cloud) listServers(ctx context.Context, opts servers.ListOpts) ([]server, error) {
 	sc, err := c.computeClient(ctx)

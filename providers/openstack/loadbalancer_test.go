@@ -50,15 +50,7 @@ func startLB(t *testing.T) *lbEnv {
 			Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: in.PrivateIP}}}})
 	}
 	ctx := context.Background()
-	pc, err := gos.AuthenticatedClient(ctx, gophercloud.AuthOptions{IdentityEndpoint: e.mc.IdentityURL, Username: "t", Password: e.mc.Token,
-		DomainName: mos.DomainName, TenantName: mos.ProjectName})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nc, err := gos.NewNetworkV2(pc, gophercloud.EndpointOpts{Region: minicloud.Region})
-	if err != nil {
-		t.Fatal(err)
-	}
+	nc := e.neutron(t)
 	pages, err := subnets.List(nc, subnets.ListOpts{Name: "vips"}).AllPages(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -74,6 +66,22 @@ func startLB(t *testing.T) *lbEnv {
 	}
 	le.vipSub, le.pubNet = subs[0].ID, nets[0].ID
 	return le
+}
+
+// neutron is a Neutron client of the test's own, to read what the
+// provider did.
+func (e *env) neutron(t *testing.T) *gophercloud.ServiceClient {
+	t.Helper()
+	pc, err := gos.AuthenticatedClient(context.Background(), gophercloud.AuthOptions{IdentityEndpoint: e.mc.IdentityURL, Username: "t", Password: e.mc.Token,
+		DomainName: mos.DomainName, TenantName: mos.ProjectName})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := gos.NewNetworkV2(pc, gophercloud.EndpointOpts{Region: minicloud.Region})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return nc
 }
 
 func (le *lbEnv) provider(t *testing.T, lbConf string) (cloudprovider.LoadBalancer, *openstack.Cloud) {
