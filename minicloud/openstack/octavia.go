@@ -171,7 +171,7 @@ func project(lb *lbRecord, instByIP map[string]string) (api.LoadBalancerSpec, er
 		}
 	}
 	if len(spec.Listeners) == 0 {
-		return spec, badRequest("listeners: minicloud serves a load balancer through at least one listener whose default pool has members")
+		return spec, errNothingToProject
 	}
 	spec.SourceRanges = commonSources(cidrSets)
 	var addrs []string
@@ -194,6 +194,13 @@ func project(lb *lbRecord, instByIP map[string]string) (api.LoadBalancerSpec, er
 	}
 	return spec, nil
 }
+
+// errNothingToProject: no listener has a default pool with members.
+// minicloud serves a load balancer through at least one listener, so a
+// create is refused, while a tree emptied by deletes (children deleted one
+// by one before the load balancer) keeps its minicloud listeners without
+// targets: no traffic reaches anything.
+var errNothingToProject = badRequest("listeners: minicloud serves a load balancer through at least one listener whose default pool has members")
 
 func prefixes(cidrs []string) []netip.Prefix {
 	var out []netip.Prefix
@@ -565,6 +572,13 @@ func mutable(lb *lbRecord) error {
 // updates minicloud's load balancer, and stores the tree PENDING_UPDATE.
 func (d *Dialect) commit(r *request, lb *lbRecord) error {
 	spec, err := d.projectFor(r, lb)
+	if errors.Is(err, errNothingToProject) {
+		cur, gerr := r.mc.GetLoadBalancer(r.Context(), lb.NativeID)
+		if gerr != nil {
+			return fmt.Errorf("read minicloud load balancer %s of %s: %w", lb.NativeID, lb.ID, gerr)
+		}
+		spec, err = api.LoadBalancerSpec{Tags: cur.Tags, Listeners: cur.Listeners}, nil
+	}
 	if err != nil {
 		return err
 	}
