@@ -28,19 +28,38 @@ func classify(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var ue gophercloud.ErrUnexpectedResponseCode
+	return fmt.Errorf("%s: %w", what, mark(err))
+}
+
+// mark marks err as classify describes. A token that expired and could
+// not be renewed is marked by the renewal's failure: Keystone down (5xx,
+// no answer) is transient, credentials it refuses are not.
+func mark(err error) error {
+	var (
+		ue gophercloud.ErrUnexpectedResponseCode
+		ur *gophercloud.ErrUnableToReauthenticate
+	)
 	switch {
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return err
+	case errors.As(err, &ur) && ur.ErrReauth != nil:
+		var te *pcp.ThrottledError
+		switch m := mark(ur.ErrReauth); {
+		case errors.As(m, &te):
+			return pcp.Throttled(te.RetryAfter, err)
+		case pcp.IsTransient(m):
+			return pcp.Transient(err)
+		}
+		return err
 	case errors.As(err, &ue) && ue.Actual == http.StatusTooManyRequests:
-		err = pcp.Throttled(retryAfter(ue.ResponseHeader), err)
+		return pcp.Throttled(retryAfter(ue.ResponseHeader), err)
 	case errors.As(err, &ue) && ue.Actual >= 500:
-		err = pcp.Transient(err)
+		return pcp.Transient(err)
 	case errors.As(err, &ue), isConfigError(err):
-	default:
-		// No HTTP answer: the next try may reach the cloud.
-		err = pcp.Transient(err)
+		return err
 	}
-	return fmt.Errorf("%s: %w", what, err)
+	// No HTTP answer: the next try may reach the cloud.
+	return pcp.Transient(err)
 }
 
 // isConfigError reports gophercloud errors that say the configuration or
@@ -49,9 +68,8 @@ func isConfigError(err error) bool {
 	var (
 		sn gophercloud.ErrServiceNotFound
 		en gophercloud.ErrEndpointNotFound
-		ur gophercloud.ErrUnableToReauthenticate
 	)
-	return errors.As(err, &sn) || errors.As(err, &en) || errors.As(err, &ur)
+	return errors.As(err, &sn) || errors.As(err, &en)
 }
 
 // retryAfter reads Retry-After in seconds or as an HTTP date; 0 when absent.

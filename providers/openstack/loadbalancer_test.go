@@ -32,20 +32,23 @@ const pending = time.Hour
 // IDs of the VIP subnet and the public network read through Neutron.
 type lbEnv struct {
 	*env
-	nodes  []*v1.Node
-	port   int
-	vipSub string
-	pubNet string
+	nodes    []*v1.Node
+	backends []*minicloudtest.Backend
+	// port is the backends' TCP and UDP port, healthPort their /healthz.
+	port, healthPort int
+	vipSub           string
+	pubNet           string
 }
 
 func startLB(t *testing.T) *lbEnv {
 	t.Helper()
 	e := start(t, mos.Options{PendingDelay: pending, MaxPageSize: 1})
-	le := &lbEnv{env: e}
+	le := &lbEnv{env: e, healthPort: freePort(t)}
 	for _, n := range []string{"n1", "n2", "n3"} {
 		in := e.create(t, n, "mc.small", minicloud.Zones[0], false)
-		be := minicloudtest.StartBackend(t, n, in.PrivateIP, minicloudtest.BackendOptions{TCP: true, Port: le.port})
+		be := minicloudtest.StartBackend(t, n, in.PrivateIP, minicloudtest.BackendOptions{TCP: true, UDP: true, Port: le.port, HealthPort: le.healthPort})
 		le.port = be.Port
+		le.backends = append(le.backends, be)
 		le.nodes = append(le.nodes, &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: n},
 			Status: v1.NodeStatus{Addresses: []v1.NodeAddress{{Type: v1.NodeInternalIP, Address: in.PrivateIP}}}})
 	}
@@ -73,7 +76,7 @@ func startLB(t *testing.T) *lbEnv {
 func (e *env) neutron(t *testing.T) *gophercloud.ServiceClient {
 	t.Helper()
 	pc, err := gos.AuthenticatedClient(context.Background(), gophercloud.AuthOptions{IdentityEndpoint: e.mc.IdentityURL, Username: "t", Password: e.mc.Token,
-		DomainName: mos.DomainName, TenantName: mos.ProjectName})
+		DomainName: mos.DomainName, TenantName: mos.ProjectName, AllowReauth: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,6 +210,17 @@ func TestLoadBalancerFloatingIP(t *testing.T) {
 	if !minicloudtest.Refused(addr) {
 		t.Error("the floating IP still accepts connections after the delete")
 	}
+}
+
+// freePort is a TCP port free on loopback now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func isRetry(err error) bool {

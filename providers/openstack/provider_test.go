@@ -285,8 +285,56 @@ func TestUnreachable(t *testing.T) {
 func TestRefusedCredentials(t *testing.T) {
 	mc := minicloudtest.Start(t, minicloudtest.Options{OpenStack: &mos.Options{}})
 	conf := strings.Replace(cloudConf(mc, ""), "password = "+mc.Token, "password = wrong-s3cret", 1)
-	_, err := newProvider(t, conf).ListInstances(context.Background())
+	p := newProvider(t, conf)
+	_, err := p.ListInstances(context.Background())
 	if err == nil || pcp.IsTransient(err) || strings.Contains(err.Error(), "wrong-s3cret") {
 		t.Errorf("ListInstances with a refused password: %v; want a non-transient error without the password", err)
+	}
+	// Keystone's 401 never says a server is gone.
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1.NodeSpec{ProviderID: openstack.ProviderID("0b2e7f5c-0000-4000-8000-000000000001")}}
+	if ok, err := p.InstanceExists(context.Background(), node); err == nil {
+		t.Errorf("InstanceExists with a refused password = %v, nil; want an error", ok)
+	}
+	if _, err := p.InstanceMetadata(context.Background(), node); err == nil || errors.Is(err, cloudprovider.InstanceNotFound) {
+		t.Errorf("InstanceMetadata with a refused password: %v; want an error, not InstanceNotFound", err)
+	}
+}
+
+// TestKeystoneDown: when the token has expired and Keystone answers 500,
+// every lookup is a transient error, never "gone"; once Keystone is back,
+// the provider authenticates again and the server exists.
+func TestKeystoneDown(t *testing.T) {
+	e := start(t, mos.Options{TokenTTL: time.Minute})
+	ctx := context.Background()
+	a := e.create(t, "a", "mc.small", minicloud.Zones[0], false)
+	byID := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Spec: v1.NodeSpec{ProviderID: openstack.ProviderID(a.ID)}}
+	byName := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+	if _, err := e.p.ListInstances(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.clk.advance(2 * time.Minute)
+	if _, err := e.mc.Client.SetFaults(ctx, api.Faults{ErrorRate: 1, Operations: []string{"POST /identity/v3/auth/tokens"}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := e.p.ListInstances(ctx); !pcp.IsTransient(err) || got != nil {
+		t.Errorf("ListInstances with Keystone down: %v, %v; want a transient error", got, err)
+	}
+	for _, n := range []*v1.Node{byID, byName} {
+		if ok, err := e.p.InstanceExists(ctx, n); !pcp.IsTransient(err) || ok {
+			t.Errorf("InstanceExists(%q) with Keystone down = %v, %v; want a transient error", n.Spec.ProviderID, ok, err)
+		}
+		if _, err := e.p.InstanceShutdown(ctx, n); !pcp.IsTransient(err) || errors.Is(err, cloudprovider.InstanceNotFound) {
+			t.Errorf("InstanceShutdown(%q) with Keystone down: %v; want a transient error", n.Spec.ProviderID, err)
+		}
+	}
+	// A fresh provider whose first authentication gets a 500.
+	if _, err := newProvider(t, cloudConf(e.mc, "")).ListInstances(ctx); !pcp.IsTransient(err) {
+		t.Errorf("first authentication with Keystone down: %v; want a transient error", err)
+	}
+	if _, err := e.mc.Client.SetFaults(ctx, api.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := e.p.InstanceExists(ctx, byID); err != nil || !ok {
+		t.Errorf("InstanceExists once Keystone is back = %v, %v", ok, err)
 	}
 }
