@@ -103,6 +103,7 @@ time, generated into) <state-dir>/token, where the client commands find it.`,
 	f.DurationVar(&o.osOpts.TokenTTL, "openstack-token-ttl", time.Hour, "lifetime of the dialect's Keystone tokens")
 	f.IntVar(&o.osOpts.MaxPageSize, "openstack-max-page-size", 1000, "largest page of the dialect's lists (limit is capped to it)")
 	f.DurationVar(&o.osOpts.PendingDelay, "openstack-pending-delay", 0, "how long an Octavia load balancer stays PENDING_UPDATE / PENDING_DELETE after a write")
+	f.StringSliceVar(&o.osOpts.HiddenExtensions, "openstack-hide-extension", nil, "Neutron extension alias neither listed nor served, as on a cloud without it: extraroute-atomic or allowed-address-pairs (repeatable)")
 	f.StringVar(&o.stateDir, "state-dir", defaultStateDir, "directory of the state database")
 	f.StringSliceVar(&o.tokens, "token", nil, "accepted bearer token (repeatable)")
 	f.StringVar(&o.tokenFile, "token-file", "", "file holding the accepted bearer token")
