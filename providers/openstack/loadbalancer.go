@@ -248,7 +248,8 @@ func write(what string, lbName string, err error) error {
 	case errors.As(err, &ue) && ue.Actual == http.StatusBadRequest:
 		body := string(ue.Body)
 		for _, f := range refusedFields {
-			if strings.Contains(body, f.field+":") || strings.Contains(body, `"`+f.field+`"`) {
+			// "field: ..." (minicloud), "... field/attribute field." (Octavia).
+			if strings.Contains(body, f.field+":") || strings.Contains(body, `"`+f.field+`"`) || strings.Contains(body, "attribute "+f.field) {
 				return fmt.Errorf("%s: %s (%s) is %w: the cloud refused it: %s", what, f.source, f.field, ErrUnsupported, faultString(ue.Body))
 			}
 		}
