@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/cloud-provider/api"
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
+	"k8s.io/utils/ptr"
 
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
@@ -186,9 +187,9 @@ func (l *loadBalancers) members(nodes []*v1.Node, p port) []pools.BatchUpdateMem
 	for _, n := range nodes {
 		for _, a := range n.Status.Addresses {
 			if a.Type == v1.NodeInternalIP && !strings.Contains(a.Address, ":") {
-				m := pools.BatchUpdateMemberOpts{Address: a.Address, ProtocolPort: p.nodePort, Name: ptr(n.Name), SubnetID: ptr(l.c.cfg.SubnetID)}
+				m := pools.BatchUpdateMemberOpts{Address: a.Address, ProtocolPort: p.nodePort, Name: ptr.To(n.Name), SubnetID: ptr.To(l.c.cfg.SubnetID)}
 				if p.monitorPort != 0 {
-					m.MonitorPort = ptr(p.monitorPort)
+					m.MonitorPort = ptr.To(p.monitorPort)
 				}
 				out = append(out, m)
 				break
@@ -197,8 +198,6 @@ func (l *loadBalancers) members(nodes []*v1.Node, p port) []pools.BatchUpdateMem
 	}
 	return out
 }
-
-func ptr[T any](v T) *T { return &v }
 
 func (l *loadBalancers) poolOpts(name string, p port, nodes []*v1.Node) *pools.CreateOpts {
 	po := &pools.CreateOpts{Name: "pool_" + name, Protocol: pools.Protocol(p.protocol), LBMethod: pools.LBMethod(l.c.cfg.LBMethod)}
