@@ -200,7 +200,9 @@ func (c *Cloud) InstanceExists(ctx context.Context, node *v1.Node) (bool, error)
 func (c *Cloud) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
 	s, err := c.find(ctx, node)
 	if errors.Is(err, errNoServer) {
-		return false, cloudprovider.InstanceNotFound
+		// A server that is gone is not shut down: InstanceExists answers
+		// for it (docs/providers.md).
+		return false, nil
 	}
 	if err != nil {
 		return false, err

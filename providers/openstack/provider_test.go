@@ -197,6 +197,9 @@ func TestShutdownAndDeletion(t *testing.T) {
 		if ok, err := e.p.InstanceExists(ctx, node); err != nil || ok {
 			t.Errorf("InstanceExists(b %q) = %v, %v; want false", node.Spec.ProviderID, ok, err)
 		}
+		if down, err := e.p.InstanceShutdown(ctx, node); err != nil || down {
+			t.Errorf("InstanceShutdown(b %q) = %v, %v; want false, nil (gone is not shut down)", node.Spec.ProviderID, down, err)
+		}
 		if _, err := e.p.InstanceMetadata(ctx, node); !errors.Is(err, cloudprovider.InstanceNotFound) {
 			t.Errorf("InstanceMetadata(b %q): %v, want InstanceNotFound", node.Spec.ProviderID, err)
 		}

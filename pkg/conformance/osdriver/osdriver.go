@@ -47,7 +47,7 @@ func init() {
 		if len(o.CloudConfig) != 0 {
 			return nil, errNoCloudConfig
 		}
-		return Start(ctx, false)
+		return Start(ctx)
 	})
 	conformance.RegisterDriver(UpstreamName, func(ctx context.Context, o conformance.DriverOptions) (*conformance.Target, error) {
 		if len(o.CloudConfig) != 0 {
@@ -57,7 +57,7 @@ func init() {
 		if err != nil {
 			return nil, fmt.Errorf("openstack driver: %w", err)
 		}
-		t, err := Start(ctx, true)
+		t, err := Start(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -86,10 +86,10 @@ var (
 // Start runs a minicloud serving the OpenStack dialect in this process and
 // returns the Target of the provider "openstack" for it, with a cloud.conf
 // as an operator writes it: password credentials, the region, the VIP
-// subnet and TCP health monitors for load balancers and, with routes (the
-// upstream provider manages them; stratus's refuses the key), the router.
+// subnet, health monitors and the floating network for load balancers, and
+// the router for routes.
 // Target.Close stops the cloud.
-func Start(ctx context.Context, routes bool) (*conformance.Target, error) {
+func Start(ctx context.Context) (*conformance.Target, error) {
 	mc, err := mcdriver.Start(ctx, func(srv *minicloud.Server) error {
 		_, err := mos.Mount(srv, mos.Options{})
 		return err
@@ -97,7 +97,7 @@ func Start(ctx context.Context, routes bool) (*conformance.Target, error) {
 	if err != nil {
 		return nil, fmt.Errorf("openstack driver: %w", err)
 	}
-	d, conf, err := connect(ctx, mc, routes)
+	d, conf, err := connect(ctx, mc)
 	if err != nil {
 		mc.Close()
 		return nil, fmt.Errorf("openstack driver: %w", err)
@@ -107,7 +107,7 @@ func Start(ctx context.Context, routes bool) (*conformance.Target, error) {
 
 // connect authenticates to the dialect as an operator would, looks up the
 // IDs a cloud.conf names and writes it.
-func connect(ctx context.Context, mc *mcdriver.Cloud, routes bool) (*Driver, []byte, error) {
+func connect(ctx context.Context, mc *mcdriver.Cloud) (*Driver, []byte, error) {
 	identity := mc.URL + mos.IdentityPrefix + "/v3"
 	pc, err := gos.AuthenticatedClient(ctx, gophercloud.AuthOptions{
 		IdentityEndpoint: identity, Username: "conformance", Password: mc.Token,
@@ -146,7 +146,7 @@ region = %s
 subnet-id = %s
 create-monitor = true
 `, identity, mc.Token, mos.DomainName, mos.ProjectName, mos.DomainName, minicloud.Region, subs[0].ID)
-	if routes {
+	{
 		pages, err := routers.List(nc, routers.ListOpts{Name: "minicloud"}).AllPages(ctx)
 		if err != nil {
 			return nil, nil, fmt.Errorf("list routers: %w", err)
