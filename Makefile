@@ -57,6 +57,12 @@ bench-plugin: kubebins build ## Benchmark stratus-ccm with its provider through 
 conformance: kubebins kubebins-vsphere kubebins-openstack build ## Run the provider conformance kit with every driver (the upstream providers as plugins); JUnit in .cache/conformance.xml, the matrix in docs/conformance.md.
 	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) bin/stratus conformance --junit .cache/conformance.xml --matrix docs/conformance.md $(ARGS)
 
+.PHONY: chaos
+chaos: kubebins ## Run the chaos test at full size (replicas, churn, cloud faults, leader kills; long): report in .cache/chaos/report.md, logs in .cache/chaos/logs (ARGS="-chaos.nodes=100" to resize).
+	mkdir -p .cache/chaos
+	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) go test -count=1 -timeout 90m -run '^TestChaos$$' -v ./test/chaos \
+		-args -chaos.full -chaos.report=$(CURDIR)/.cache/chaos/report.md -chaos.logs=$(CURDIR)/.cache/chaos/logs $(ARGS)
+
 .PHONY: test-short
 test-short: ## Run only the tests that need no control plane.
 	go test -short ./...

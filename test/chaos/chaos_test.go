@@ -1,0 +1,326 @@
+// Package chaos runs stratus-ccm through a seeded window of churn and
+// failures and then audits what it left behind.
+//
+// Two or three stratus-ccm replicas (child processes, leader election on)
+// run against a real control plane (internal/testenv) and a real minicloud
+// (`stratus minicloud serve` in a child process, on persistent state). For
+// a fixed window, at once: nodes join, leave, stop and restart (simulated
+// kubelets of internal/devenv), LoadBalancer Services are created, changed
+// (ports, externalTrafficPolicy, source ranges), deleted and recreated under
+// the same name; the cloud fails 30% of its calls, throttles in bursts with
+// Retry-After, answers slowly, fails or empties its instance listings, and
+// is killed with SIGKILL and restarted; the leader is killed with SIGKILL
+// periodically and once partitioned from the API server by a TCP proxy.
+// Then every fault stops and the audit waits for the end state: each
+// Service has exactly one load balancer with the right listeners, targets
+// and source ranges carrying traffic, no load balancer outlives its
+// Service, no Node was deleted while its instance existed, every route is
+// present, and no credential appears in any log. The result is a table.
+//
+// `go test ./test/chaos` runs a small window (part of make test);
+// `make chaos` runs the full one (see docs/reliability.md).
+package chaos
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	mccli "github.com/stratus-ccm/stratus/internal/cli/minicloud"
+	"github.com/stratus-ccm/stratus/internal/manager/managertest"
+	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/minicloud/client"
+	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
+)
+
+// size is the shape of one chaos run.
+type size struct {
+	nodes, services int
+	replicas        int
+	window          time.Duration
+	churnEvery      time.Duration
+	faultStep       time.Duration
+	killEvery       time.Duration
+	partitionFor    time.Duration
+	converge        time.Duration // deadline of the audit's convergence
+	trafficSample   int           // Services whose traffic is checked
+}
+
+var (
+	full       = flag.Bool("chaos.full", false, "run the full chaos window (make chaos) instead of the short one")
+	seed       = flag.Uint64("chaos.seed", 20261201, "seed of the churn and fault schedule")
+	nodesFlag  = flag.Int("chaos.nodes", 0, "nodes (0: the size's default)")
+	svcsFlag   = flag.Int("chaos.services", 0, "LoadBalancer Services (0: the size's default)")
+	windowFlag = flag.Duration("chaos.window", 0, "chaos window (0: the size's default)")
+	reportFlag = flag.String("chaos.report", "", "write the report table (markdown) to this file")
+	logsFlag   = flag.String("chaos.logs", "", "write every process's log into this directory")
+)
+
+var (
+	short = size{nodes: 6, services: 6, replicas: 2, window: 50 * time.Second, churnEvery: time.Second,
+		faultStep: 5 * time.Second, killEvery: 20 * time.Second, partitionFor: 10 * time.Second,
+		converge: 4 * time.Minute, trafficSample: 6}
+	fullSize = size{nodes: 300, services: 300, replicas: 3, window: 10 * time.Minute, churnEvery: 500 * time.Millisecond,
+		faultStep: 20 * time.Second, killEvery: 20 * time.Second, partitionFor: 15 * time.Second,
+		converge: 15 * time.Minute, trafficSample: 60}
+)
+
+func chosenSize() size {
+	s := short
+	if *full {
+		s = fullSize
+	}
+	if *nodesFlag > 0 {
+		s.nodes = *nodesFlag
+	}
+	if *svcsFlag > 0 {
+		s.services = *svcsFlag
+	}
+	if *windowFlag > 0 {
+		s.window = *windowFlag
+	}
+	return s
+}
+
+func TestMain(m *testing.M) {
+	managertest.RunHelperProcess()
+	if raw := os.Getenv(minicloudEnv); raw != "" {
+		var args []string
+		if err := json.Unmarshal([]byte(raw), &args); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		cmd := mccli.NewCommand()
+		cmd.SetArgs(args)
+		if err := cmd.ExecuteContext(context.Background()); err != nil {
+			fmt.Fprintln(os.Stderr, "minicloud:", err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	testenv.Main(m)
+}
+
+// Address pools of the chaos cloud: 127.251.0.0/16, a block neither
+// minicloudtest's random pools nor stratus dev's derived blocks use.
+var pools = [3]string{"127.251.0.0/18", "127.251.64.0/18", "127.251.128.0/17"}
+
+// managerConfig is the replicas' --config: the minicloud provider with a
+// short instance-cache freshness (the deletion guard spaces its two
+// confirmations by it), orphan grace and deletion budget sized for a run of
+// minutes, not a cluster's life.
+const managerConfig = `apiVersion: stratus.io/v1alpha1
+kind: ManagerConfig
+providers:
+- name: minicloud
+  type: minicloud
+  cloudConfigFile: %s
+  instanceCacheFreshness: 5s
+service:
+  orphanGracePeriod: 30s
+route:
+  resyncPeriod: 30s
+nodeLifecycle:
+  deletionBudgetPercent: 100
+  deletionBudgetMin: 1000
+  deletionBudgetWindow: 1m
+`
+
+// clusterCIDR holds the nodes' pod CIDRs (10.<seq/256>.<seq%256>.0/24).
+const clusterCIDR = "10.0.0.0/8"
+
+func TestChaos(t *testing.T) {
+	env := testenv.Get(t)
+	sz := chosenSize()
+	ns := env.Namespace(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	dir := t.TempDir()
+	token := minicloudtest.RandomToken()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cloud := startCloud(t, filepath.Join(dir, "minicloud"), tokenFile, pools)
+	cl, err := client.New(cloud.url, token, client.WithUserAgent("stratus-chaos"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cloud.waitUp(ctx, cl); err != nil {
+		t.Fatalf("minicloud did not come up: %v\n%s", err, cloud.output())
+	}
+	front := startCloudFront(t, cloud.url)
+
+	cloudConfig := filepath.Join(dir, "minicloud.yaml")
+	if err := os.WriteFile(cloudConfig, fmt.Appendf(nil, "url: %s\ntokenFile: %s\n", front.url, tokenFile), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	configPath := filepath.Join(dir, "stratus.yaml")
+	if err := os.WriteFile(configPath, fmt.Appendf(nil, managerConfig, cloudConfig), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{
+		"--config=" + configPath,
+		"--cluster-name=" + ns,
+		"--cluster-cidr=" + clusterCIDR,
+		"--configure-cloud-routes=true",
+		"--route-reconciliation-period=5s",
+		"--load-balancer-resync-period=30s",
+		"--leader-elect=true",
+		"--leader-elect-resource-namespace=" + ns,
+		"--leader-elect-lease-duration=6s",
+		"--leader-elect-renew-deadline=4s",
+		"--leader-elect-retry-period=1s",
+		"--node-monitor-period=2s",
+		"--node-deletion-grace-period=5s",
+		"--kube-api-qps=100",
+		"--kube-api-burst=200",
+		"--secure-port=0",
+	}
+	apiURL, err := url.Parse(env.Config.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replicas []*replica
+	for i := range sz.replicas {
+		replicas = append(replicas, newReplica(t, i+1, env.Config, apiURL.Host, args))
+	}
+	// Stop the supervisors before the processes' own cleanups kill them,
+	// so that no replica is restarted after the test.
+	defer func() {
+		for _, r := range replicas {
+			r.stop()
+		}
+	}()
+	for _, r := range replicas {
+		r.supervise(t)
+	}
+
+	kcfg := rest.CopyConfig(env.Config)
+	kcfg.QPS, kcfg.Burst = 500, 1000
+	cs, err := kubernetes.NewForConfig(kcfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld(t, cs, cl, ns, rand.New(rand.NewPCG(*seed, *seed^0x5eed)))
+	w.watchDeletions(ctx)
+
+	t.Logf("chaos: %d nodes, %d services, %d replicas, window %s, seed %d", sz.nodes, sz.services, sz.replicas, sz.window, *seed)
+	populateStart := time.Now()
+	w.populate(ctx, sz.nodes, sz.services)
+	t.Logf("chaos: populated in %s", time.Since(populateStart).Round(time.Second))
+
+	// The window: churn, cloud faults, leader kills and a partition at once.
+	winCtx, winCancel := context.WithTimeout(ctx, sz.window)
+	defer winCancel()
+	faults := &faultDriver{t: t, cloud: cloud, cl: cl, front: front, step: sz.faultStep, rng: rand.New(rand.NewPCG(*seed+1, *seed))}
+	leaders := &leaderKiller{t: t, replicas: replicas, every: sz.killEvery, partitionAt: sz.window / 2, partitionFor: sz.partitionFor}
+	windowStart := time.Now()
+	done := make(chan struct{}, 3)
+	go func() { w.churn(winCtx, sz.churnEvery, sz.nodes, sz.services); done <- struct{}{} }()
+	go func() { faults.run(winCtx); done <- struct{}{} }()
+	go func() { leaders.run(winCtx); done <- struct{}{} }()
+	for range 3 {
+		<-done
+	}
+	t.Logf("chaos: window over after %s", time.Since(windowStart).Round(time.Second))
+
+	// Faults stop: the cloud is up and answers, nothing is cut.
+	faults.stop(ctx)
+	for _, r := range replicas {
+		r.proxy.Heal()
+	}
+
+	a := &audit{w: w, sample: sz.trafficSample}
+	convergeStart := time.Now()
+	converged, problems := a.converge(ctx, sz.converge)
+	convergeTime := time.Since(convergeStart)
+	final := a.final(ctx)
+
+	logs := map[string]string{"minicloud.log": cloud.output()}
+	for _, r := range replicas {
+		logs[fmt.Sprintf("stratus-ccm-%d.log", r.id)] = r.output()
+	}
+	secrets := map[string]string{"minicloud token": token}
+	if len(env.Config.KeyData) > 0 {
+		secrets["API client key (base64)"] = base64.StdEncoding.EncodeToString(env.Config.KeyData)[:48]
+		secrets["API client key (PEM body)"] = pemBody(env.Config.KeyData)
+	}
+	if env.Config.BearerToken != "" {
+		secrets["API bearer token"] = env.Config.BearerToken
+	}
+	leaks := findSecrets(logs, secrets)
+
+	rep := report{
+		size: sz, seed: *seed, full: *full, populate: w.stats.populate,
+		window: sz.window, churn: w.stats, faults: faults.stats(), leaders: leaders.stats(replicas),
+		converged: converged, convergeTime: convergeTime, atWindowEnd: a.atWindowEnd, final: final, leaks: leaks, secretsChecked: len(secrets),
+	}
+	table := rep.markdown()
+	t.Logf("chaos report:\n%s", table)
+	if *reportFlag != "" {
+		if err := os.WriteFile(*reportFlag, []byte(table), 0o644); err != nil {
+			t.Errorf("write report: %v", err)
+		}
+	}
+	if *logsFlag != "" {
+		if err := writeLogs(*logsFlag, logs); err != nil {
+			t.Error(err)
+		}
+	}
+
+	if !converged {
+		t.Errorf("not converged within %s; last problems:\n%s", sz.converge, strings.Join(problems, "\n"))
+	}
+	for _, v := range final.problems {
+		t.Errorf("audit: %s", v)
+	}
+	for _, v := range w.violations() {
+		t.Errorf("wrongly deleted: %s", v)
+	}
+	for _, l := range leaks {
+		t.Errorf("credential in logs: %s", l)
+	}
+}
+
+// pemBody is a stretch of the key's base64 body, as it would appear if a
+// PEM block were logged.
+func pemBody(pemData []byte) string {
+	lines := strings.Split(string(pemData), "\n")
+	for _, l := range lines {
+		if len(l) >= 40 && !strings.HasPrefix(l, "-----") {
+			return l[:40]
+		}
+	}
+	return ""
+}
+
+// findSecrets names each secret found in each log.
+func findSecrets(logs, secrets map[string]string) []string {
+	var found []string
+	for file, body := range logs {
+		for what, s := range secrets {
+			if s != "" && strings.Contains(body, s) {
+				found = append(found, fmt.Sprintf("%s in %s", what, file))
+			}
+		}
+	}
+	return found
+}
+
+// hostPort joins an IP and a port.
+func hostPort(ip string, port int32) string { return net.JoinHostPort(ip, fmt.Sprint(port)) }

@@ -1,0 +1,400 @@
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/rest"
+
+	"github.com/stratus-ccm/stratus/internal/manager/managertest"
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/client"
+)
+
+// minicloudEnv carries the `stratus minicloud` command line of a cloud child
+// process (the test binary re-executed, see TestMain).
+const minicloudEnv = "STRATUS_CHAOS_MINICLOUD_ARGS"
+
+// cloudProcess is `stratus minicloud serve` in a child process on a fixed
+// port and state directory, so that it can be killed with SIGKILL and
+// started again on its persistent state at the same address.
+type cloudProcess struct {
+	t    *testing.T
+	args []string
+	url  string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+	logs []*lockedBuffer // one per incarnation
+}
+
+func startCloud(t *testing.T, dir, tokenFile string, pools [3]string) *cloudProcess {
+	t.Helper()
+	port := managertest.FreePort(t)
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	c := &cloudProcess{t: t, url: "http://" + addr, args: []string{"serve",
+		"--listen=" + addr, "--state-dir=" + dir, "--token-file=" + tokenFile,
+		"--instance-cidr=" + pools[0], "--public-cidr=" + pools[1], "--vip-cidr=" + pools[2],
+		"--lb-provision-delay=1s", "--openstack=false",
+	}}
+	c.start()
+	t.Cleanup(c.kill)
+	return c
+}
+
+func (c *cloudProcess) start() {
+	c.t.Helper()
+	raw, err := json.Marshal(c.args)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), minicloudEnv+"="+string(raw))
+	out := &lockedBuffer{}
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		c.t.Fatalf("start minicloud: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	c.mu.Lock()
+	c.cmd, c.done = cmd, done
+	c.logs = append(c.logs, out)
+	c.mu.Unlock()
+}
+
+// kill sends SIGKILL and waits until the process is gone.
+func (c *cloudProcess) kill() {
+	c.mu.Lock()
+	cmd, done := c.cmd, c.done
+	c.mu.Unlock()
+	_ = cmd.Process.Signal(syscall.SIGKILL)
+	<-done
+}
+
+// output is everything every incarnation logged.
+func (c *cloudProcess) output() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var b strings.Builder
+	for i, l := range c.logs {
+		fmt.Fprintf(&b, "=== minicloud incarnation %d\n%s", i+1, l.String())
+	}
+	return b.String()
+}
+
+// waitUp waits until the API answers.
+func (c *cloudProcess) waitUp(ctx context.Context, cl *client.Client) error {
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cl.Regions(ctx)
+		return err == nil, nil
+	})
+}
+
+// cloudFront is what the managers reach minicloud through: a reverse proxy
+// that, while empty is set, answers every unfiltered instance listing with
+// no instances and no next page, a cloud whose inventory briefly comes back
+// empty. Filtered lookups and everything else pass unchanged.
+type cloudFront struct {
+	url   string
+	mu    sync.Mutex
+	empty bool
+	hits  int // listings emptied
+}
+
+func startCloudFront(t *testing.T, target string) *cloudFront {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &cloudFront{}
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		req := resp.Request
+		if req.Method != http.MethodGet || req.URL.Path != "/v1/instances" || req.URL.Query().Has("name") || resp.StatusCode != http.StatusOK {
+			return nil
+		}
+		f.mu.Lock()
+		empty := f.empty
+		if empty {
+			f.hits++
+		}
+		f.mu.Unlock()
+		if !empty {
+			return nil
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		body := []byte(`{"items":[]}`)
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		resp.ContentLength = int64(len(body))
+		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
+		return nil
+	}
+	// An unreachable cloud (killed) is a 502 to the manager, as a real
+	// cloud's load balancer in front of a dead API answers.
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
+		http.Error(w, `{"error":{"code":"internal","message":"cloud unreachable"}}`, http.StatusBadGateway)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { srv.Close() })
+	f.url = "http://" + ln.Addr().String()
+	return f
+}
+
+func (f *cloudFront) setEmpty(on bool) {
+	f.mu.Lock()
+	f.empty = on
+	f.mu.Unlock()
+}
+
+func (f *cloudFront) emptied() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hits
+}
+
+// partitionProxy is a TCP proxy in front of the API server for one replica.
+// Cut drops every connection through it and holds new ones open without
+// forwarding a byte (a network partition: requests hang until their
+// deadline); Heal forwards again.
+type partitionProxy struct {
+	addr   string
+	target string
+
+	mu    sync.Mutex
+	cut   bool
+	conns map[net.Conn]bool // both ends of forwarded connections
+	held  []net.Conn
+}
+
+func startProxy(t *testing.T, target string) *partitionProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &partitionProxy{addr: ln.Addr().String(), target: target, conns: map[net.Conn]bool{}}
+	go p.serve(ln)
+	t.Cleanup(func() {
+		ln.Close()
+		p.Cut()
+		p.Heal()
+	})
+	return p
+}
+
+func (p *partitionProxy) serve(ln net.Listener) {
+	for {
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		p.mu.Lock()
+		if p.cut {
+			p.held = append(p.held, c)
+			p.mu.Unlock()
+			continue
+		}
+		p.mu.Unlock()
+		go p.forward(c)
+	}
+}
+
+func (p *partitionProxy) forward(c net.Conn) {
+	up, err := net.DialTimeout("tcp", p.target, 10*time.Second)
+	if err != nil {
+		c.Close()
+		return
+	}
+	p.mu.Lock()
+	if p.cut {
+		p.mu.Unlock()
+		up.Close()
+		c.Close()
+		return
+	}
+	p.conns[c], p.conns[up] = true, true
+	p.mu.Unlock()
+	var wg sync.WaitGroup
+	wg.Add(2)
+	pipe := func(dst, src net.Conn) {
+		defer wg.Done()
+		_, _ = io.Copy(dst, src)
+		dst.Close()
+		src.Close()
+	}
+	go pipe(up, c)
+	go pipe(c, up)
+	wg.Wait()
+	p.mu.Lock()
+	delete(p.conns, c)
+	delete(p.conns, up)
+	p.mu.Unlock()
+}
+
+// Cut partitions the replica from the API server.
+func (p *partitionProxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = true
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
+// Heal ends the partition; connections held during it are closed, so that
+// their clients reconnect.
+func (p *partitionProxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = false
+	for _, c := range p.held {
+		c.Close()
+	}
+	p.held = nil
+}
+
+// replica is one stratus-ccm replica: a child process reaching the API
+// server through its own partitionProxy, restarted whenever it exits (as
+// its Deployment would), until stop.
+type replica struct {
+	id    int
+	args  []string
+	proxy *partitionProxy
+
+	mu       sync.Mutex
+	proc     *managertest.Process
+	alive    bool
+	outputs  []*managertest.Process // every incarnation, for the logs
+	exits    int
+	stopping bool
+}
+
+func newReplica(t *testing.T, id int, env *rest.Config, apiAddr string, args []string) *replica {
+	t.Helper()
+	r := &replica{id: id, proxy: startProxy(t, apiAddr)}
+	cfg := rest.CopyConfig(env)
+	cfg.Host = "https://" + r.proxy.addr
+	r.args = append([]string{"--kubeconfig=" + managertest.WriteKubeconfig(t, cfg)}, args...)
+	return r
+}
+
+// supervise starts the replica and restarts it each time it exits.
+func (r *replica) supervise(t *testing.T) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.stopping {
+		return
+	}
+	p := managertest.StartProcess(t, r.args...)
+	r.proc, r.alive = p, true
+	r.outputs = append(r.outputs, p)
+	go func() {
+		_ = p.Wait(24 * time.Hour)
+		r.mu.Lock()
+		r.alive = false
+		r.exits++
+		r.mu.Unlock()
+		r.supervise(t)
+	}()
+}
+
+// leading reports whether the running incarnation has acquired the lease
+// (a replica that loses it exits, so an incarnation leads from its
+// acquisition until it dies).
+func (r *replica) leading() (*managertest.Process, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.alive {
+		return nil, false
+	}
+	return r.proc, strings.Contains(r.proc.Output(), "Successfully acquired lease")
+}
+
+func (r *replica) running(p *managertest.Process) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.alive && r.proc == p
+}
+
+func (r *replica) stop() {
+	r.mu.Lock()
+	r.stopping = true
+	p := r.proc
+	r.mu.Unlock()
+	_ = p.Signal(syscall.SIGKILL)
+	_ = p.Wait(time.Minute)
+}
+
+func (r *replica) output() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for i, p := range r.outputs {
+		fmt.Fprintf(&b, "=== replica %d incarnation %d\n%s", r.id, i+1, p.Output())
+	}
+	return b.String()
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// writeLogs saves every process's output under dir.
+func writeLogs(dir string, files map[string]string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("chaos logs: %w", err)
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			return fmt.Errorf("chaos logs: %w", err)
+		}
+	}
+	return nil
+}
+
+// faultsOff clears the cloud's injected faults, retrying while it is down.
+func faultsOff(ctx context.Context, cl *client.Client) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := cl.SetFaults(ctx, api.Faults{})
+		return err == nil, nil
+	})
+}
