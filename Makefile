@@ -63,6 +63,16 @@ chaos: kubebins ## Run the chaos test at full size (replicas, churn, cloud fault
 	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) go test -count=1 -timeout 90m -run '^TestChaos$$' -v ./test/chaos \
 		-args -chaos.full -chaos.report=$(CURDIR)/.cache/chaos/report.md -chaos.logs=$(CURDIR)/.cache/chaos/logs $(ARGS)
 
+FUZZTIME ?= 10m
+.PHONY: fuzz
+fuzz: ## Run every fuzz target (each func Fuzz* of the root module) for FUZZTIME each (default 10m); a crasher is written to the package's testdata/fuzz, new inputs that grow coverage to the fuzz directory of the Go build cache (go env GOCACHE).
+	@set -e; for f in $$(git grep -l '^func Fuzz' -- '*_test.go' ':!hack'); do \
+		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "== $$fn in ./$$(dirname $$f) for $(FUZZTIME)"; \
+			go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./$$(dirname $$f); \
+		done; \
+	done
+
 .PHONY: test-short
 test-short: ## Run only the tests that need no control plane.
 	go test -short ./...
