@@ -228,7 +228,10 @@ func TestChaos(t *testing.T) {
 	winCtx, winCancel := context.WithTimeout(ctx, sz.window)
 	defer winCancel()
 	faults := &faultDriver{t: t, cloud: cloud, cl: cl, front: front, step: sz.faultStep, rng: rand.New(rand.NewPCG(*seed+1, *seed))}
-	leaders := &leaderKiller{t: t, replicas: replicas, every: sz.killEvery, partitionAt: sz.window / 2, partitionFor: sz.partitionFor}
+	// The partition falls halfway between two kills, once the leader killed
+	// last has had time to be replaced.
+	partitionAt := (sz.window/2/sz.killEvery)*sz.killEvery + sz.killEvery/2
+	leaders := &leaderKiller{t: t, replicas: replicas, every: sz.killEvery, partitionAt: partitionAt, partitionFor: sz.partitionFor}
 	windowStart := time.Now()
 	done := make(chan struct{}, 3)
 	go func() { w.churn(winCtx, sz.churnEvery, sz.nodes, sz.services); done <- struct{}{} }()

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stratus-ccm/stratus/internal/devenv"
 	"github.com/stratus-ccm/stratus/minicloud"
@@ -298,7 +300,9 @@ func (w *world) join(ctx context.Context) error {
 // runKubelet starts m's kubelet and gives its Node a pod CIDR once it is
 // registered, as kube-controller-manager's node IPAM would.
 func (w *world) runKubelet(ctx context.Context, m *machine) {
-	kctx, cancel := context.WithCancel(ctx)
+	// The kubelets' own retries (registering while the API server is
+	// busy, heartbeats of a deleted Node) are not the test's subject.
+	kctx, cancel := context.WithCancel(log.IntoContext(ctx, logr.Discard()))
 	done := make(chan struct{})
 	w.mu.Lock()
 	m.cancel, m.done = cancel, done
