@@ -64,12 +64,14 @@ chaos: kubebins ## Run the chaos test at full size (replicas, churn, cloud fault
 		-args -chaos.full -chaos.report=$(CURDIR)/.cache/chaos/report.md -chaos.logs=$(CURDIR)/.cache/chaos/logs $(ARGS)
 
 FUZZTIME ?= 10m
+# -short: fuzz targets need no control plane, and without it every fuzz worker
+# of a package whose TestMain starts one would start its own.
 .PHONY: fuzz
 fuzz: ## Run every fuzz target (each func Fuzz* of the root module) for FUZZTIME each (default 10m); a crasher is written to the package's testdata/fuzz, new inputs that grow coverage to the fuzz directory of the Go build cache (go env GOCACHE).
 	@set -e; for f in $$(git grep -l '^func Fuzz' -- '*_test.go' ':!hack'); do \
 		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
 			echo "== $$fn in ./$$(dirname $$f) for $(FUZZTIME)"; \
-			go test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./$$(dirname $$f); \
+			go test -short -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) $(FUZZFLAGS) ./$$(dirname $$f); \
 		done; \
 	done
 

@@ -61,6 +61,9 @@ func (a *audit) converge(ctx context.Context, deadline time.Duration) (bool, []s
 		if len(r.problems) == 0 {
 			return true, nil
 		}
+		if ctx.Err() != nil {
+			return false, last // the pass was cut short: keep the previous one's findings
+		}
 		last = r.problems
 		select {
 		case <-ctx.Done():
@@ -153,7 +156,7 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 		n, ok := present[name]
 		switch {
 		case m.state == gone && ok:
-			r.problem("node %s: its instance %s was deleted, the Node is still there", name, m.id)
+			r.problem("node %s: its instance %s was deleted, the Node is still there (%s; test: %s)", name, m.id, nodeState(n), strings.Join(m.history, ", "))
 		case m.state == gone:
 		case !ok:
 			r.problem("node %s: missing, its instance %s is %s", name, m.id, m.state)
@@ -253,6 +256,14 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 	if !traffic || len(r.problems) > 0 {
 		return r
 	}
+	health := map[string]string{}
+	for _, lb := range lbs {
+		var hs []string
+		for _, th := range lb.TargetHealth {
+			hs = append(hs, fmt.Sprintf("%s %s %s", th.IP, th.State, th.Reason))
+		}
+		health[lb.Tags[mcprovider.TagServiceUID]] = strings.Join(hs, "; ")
+	}
 	for _, svc := range sampled {
 		vip := svc.Status.LoadBalancer.Ingress[0].IP
 		for _, p := range svc.Spec.Ports {
@@ -260,7 +271,7 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 			reply, err := devenv.GetReply(ctx, "http://"+hostPort(vip, p.Port)+"/")
 			switch {
 			case err != nil:
-				r.problem("service %s port %d: %v", svc.Name, p.Port, err)
+				r.problem("service %s port %d: %v (targets: %s)", svc.Name, p.Port, err, health[string(svc.UID)])
 			case reply.Service != svc.Name || reply.Namespace != svc.Namespace:
 				r.problem("service %s port %d: answered by service %s/%s", svc.Name, p.Port, reply.Namespace, reply.Service)
 			case machines[reply.Node].state != running:
@@ -331,6 +342,21 @@ func diff(have, want []string) string {
 	}
 	short := func(s []string) []string { return s[:min(len(s), 5)] }
 	return fmt.Sprintf("missing %v, extra %v", short(missing), short(extra))
+}
+
+// nodeState sums up a Node for a problem message.
+func nodeState(n corev1.Node) string {
+	ready := "no Ready condition"
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = fmt.Sprintf("Ready=%s since %s", c.Status, c.LastTransitionTime.Format("15:04:05"))
+		}
+	}
+	var taints []string
+	for _, t := range n.Spec.Taints {
+		taints = append(taints, t.Key)
+	}
+	return fmt.Sprintf("%s, provider ID %q, taints %v", ready, n.Spec.ProviderID, taints)
 }
 
 func hasTaint(n corev1.Node, key string) bool {

@@ -234,7 +234,7 @@ func TestChaos(t *testing.T) {
 	leaders := &leaderKiller{t: t, replicas: replicas, every: sz.killEvery, partitionAt: partitionAt, partitionFor: sz.partitionFor}
 	windowStart := time.Now()
 	done := make(chan struct{}, 3)
-	go func() { w.churn(winCtx, sz.churnEvery, sz.nodes, sz.services); done <- struct{}{} }()
+	go func() { w.churn(ctx, winCtx, sz.churnEvery, sz.nodes, sz.services); done <- struct{}{} }()
 	go func() { faults.run(winCtx); done <- struct{}{} }()
 	go func() { leaders.run(winCtx); done <- struct{}{} }()
 	for range 3 {

@@ -43,6 +43,7 @@ type machine struct {
 	seq          int
 	state        string
 	deletedAt    time.Time // when the test asked minicloud to delete the instance
+	history      []string  // what the test did to it, with times, for the audit's messages
 	cancel       context.CancelFunc
 	done         chan struct{}
 }
@@ -194,14 +195,17 @@ func (w *world) populate(ctx context.Context, nodes, services int) {
 	w.mu.Unlock()
 }
 
-// churn applies one seeded random change every `every` until ctx is done,
-// keeping the cluster around its size.
-func (w *world) churn(ctx context.Context, every time.Duration, nodes, services int) {
+// churn applies one seeded random change every `every` until window is
+// done, keeping the cluster around its size. Each change runs to its end
+// on ctx: one cut short by the window's end would leave the test's record
+// and the cluster apart (an instance recorded deleted that still runs), and
+// the kubelets it starts must outlive the window.
+func (w *world) churn(ctx, window context.Context, every time.Duration, nodes, services int) {
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for {
 		select {
-		case <-ctx.Done():
+		case <-window.Done():
 			return
 		case <-tick.C:
 		}
@@ -293,6 +297,7 @@ func (w *world) join(ctx context.Context) error {
 	w.machines[name] = m
 	w.stats.joined++
 	w.mu.Unlock()
+	w.note(m, "joined")
 	w.runKubelet(ctx, m)
 	return nil
 }
@@ -340,9 +345,11 @@ func (w *world) stopKubelet(ctx context.Context, m *machine) error {
 	w.mu.Unlock()
 	cancel()
 	<-done
+	w.note(m, "kubelet stopped")
 	return retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		n, err := w.cs.CoreV1().Nodes().Get(ctx, m.name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
+			w.note(m, "no Node to mark NotReady")
 			return nil
 		}
 		if err != nil {
@@ -359,6 +366,9 @@ func (w *world) stopKubelet(ctx context.Context, m *machine) error {
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
+		if err == nil {
+			w.note(m, "Node marked NotReady")
+		}
 		return err
 	})
 }
@@ -374,6 +384,7 @@ func (w *world) leave(ctx context.Context, name string) error {
 	m.state, m.deletedAt = gone, time.Now()
 	w.stats.left++
 	w.mu.Unlock()
+	w.note(m, "deleting instance")
 	return w.cloudCall(ctx, "delete instance "+m.id, func(ctx context.Context) error {
 		err := w.cl.DeleteInstance(ctx, m.id)
 		if client.IsNotFound(err) {
@@ -396,6 +407,7 @@ func (w *world) stop(ctx context.Context, name string) error {
 	m.state = stopped
 	w.stats.stops++
 	w.mu.Unlock()
+	w.note(m, "instance stopped")
 	return w.stopKubelet(ctx, m)
 }
 
@@ -412,8 +424,16 @@ func (w *world) start(ctx context.Context, name string) error {
 	m.state = running
 	w.stats.starts++
 	w.mu.Unlock()
+	w.note(m, "instance started")
 	w.runKubelet(ctx, m)
 	return nil
+}
+
+// note records in m's history what the test did to it.
+func (w *world) note(m *machine, format string, args ...any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	m.history = append(m.history, time.Now().Format("15:04:05.000")+" "+fmt.Sprintf(format, args...))
 }
 
 func (w *world) machine(name string) *machine {
