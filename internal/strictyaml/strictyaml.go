@@ -78,9 +78,17 @@ func locate(raw json.RawMessage, t reflect.Type, path string) []error {
 		}
 		var errs []error
 		for _, key := range sortedKeys(obj) {
-			ft, ok := fieldType(t, key)
+			ft, promoted, ok := fieldType(t, key)
 			if !ok {
 				errs = append(errs, &pathError{join(path, key), "unknown field"})
+				continue
+			}
+			// sigs.k8s.io/yaml turns a number or boolean into a string only
+			// for a field of the struct itself: for one promoted from an
+			// embedded struct (apiVersion and kind of an inline TypeMeta) it
+			// looks at the embedded struct instead, and the value fails.
+			if raw := obj[key]; promoted && isPlainString(ft) && isScalarNonString(raw) {
+				errs = append(errs, &pathError{join(path, key), fmt.Sprintf("want %s, got %s", kind(ft), describe(raw))})
 				continue
 			}
 			errs = append(errs, locate(obj[key], ft, join(path, key))...)
@@ -114,7 +122,7 @@ func locate(raw json.RawMessage, t reflect.Type, path string) []error {
 func decodeLeaf(raw json.RawMessage, t reflect.Type, path string) []error {
 	// sigs.k8s.io/yaml turns a YAML number or boolean into a string when the
 	// target is a plain string.
-	if t.Kind() == reflect.String && !isCustom(t) && (raw[0] == 't' || raw[0] == 'f' || isNumber(raw)) {
+	if isPlainString(t) && isScalarNonString(raw) {
 		return nil
 	}
 	err := json.Unmarshal(raw, reflect.New(t).Interface())
@@ -144,6 +152,14 @@ var (
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
+// isPlainString reports whether t is a string type encoding/json decodes itself.
+func isPlainString(t reflect.Type) bool { return t.Kind() == reflect.String && !isCustom(t) }
+
+// isScalarNonString reports whether raw is a JSON number or boolean.
+func isScalarNonString(raw json.RawMessage) bool {
+	return raw[0] == 't' || raw[0] == 'f' || isNumber(raw)
+}
+
 // isCustom reports whether encoding/json leaves decoding a t to the type itself.
 func isCustom(t reflect.Type) bool {
 	p := reflect.PointerTo(t)
@@ -152,12 +168,14 @@ func isCustom(t reflect.Type) bool {
 
 // fieldType finds the field of struct t that encoding/json decodes key into: the
 // exact name first, then a case-insensitive match; fields of embedded structs
-// without a JSON name are promoted, shallower ones first.
-func fieldType(t reflect.Type, key string) (reflect.Type, bool) {
+// without a JSON name are promoted, shallower ones first. promoted says the
+// field is one of an embedded struct's.
+func fieldType(t reflect.Type, key string) (ft reflect.Type, promoted, ok bool) {
 	var folded reflect.Type
 	level := []reflect.Type{t}
 	seen := map[reflect.Type]bool{}
-	for len(level) > 0 && folded == nil {
+	for depth := 0; len(level) > 0 && folded == nil; depth++ {
+		promoted = depth > 0
 		var next []reflect.Type
 		for _, st := range level {
 			if seen[st] {
@@ -188,7 +206,7 @@ func fieldType(t reflect.Type, key string) (reflect.Type, bool) {
 					name = sf.Name
 				}
 				if name == key {
-					return sf.Type, true
+					return sf.Type, promoted, true
 				}
 				if folded == nil && strings.EqualFold(name, key) {
 					folded = sf.Type
@@ -197,7 +215,7 @@ func fieldType(t reflect.Type, key string) (reflect.Type, bool) {
 		}
 		level = next
 	}
-	return folded, folded != nil
+	return folded, promoted, folded != nil
 }
 
 // kind says in YAML terms what a value of type t must look like.

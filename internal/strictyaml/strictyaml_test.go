@@ -52,6 +52,8 @@ func TestUnmarshalNamesThePath(t *testing.T) {
 		{"map value", "labels: {a: [x]}\n", []string{`labels.a: want a string, got a list`}},
 		{"unknown nested field", "items: [{perod: 1s}]\n", []string{`items[0].perod: unknown field`}},
 		{"unknown top-level field", "kinds: x\n", []string{`kinds: unknown field`}},
+		{"number for a promoted string", "kind: 5\n", []string{`kind: want a string, got 5`}},
+		{"boolean for a promoted string, other case", "Kind: true\n", []string{`Kind: want a string, got true`}},
 		{"top level not a mapping", "[1]\n", []string{`document: want a mapping, got a list`}},
 		{
 			name: "every problem",
