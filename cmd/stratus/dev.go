@@ -22,8 +22,12 @@ func newDevCommand() *cobra.Command {
 		Long: `dev starts a complete local environment and keeps it running until Ctrl-C:
 etcd, kube-apiserver and kube-controller-manager (built once by hack/kubebins),
 minicloud, the stratus-ccm manager configured for it, and --nodes simulated
-kubelets backed by minicloud instances. With --cloud vsphere the machines are
-VMs of a simulated vCenter (vcsim, driven with "stratus vcsim vm ...") and
+kubelets backed by minicloud instances. With --cloud openstack minicloud also
+serves its OpenStack dialect (Keystone, Nova, Neutron, Octavia) and stratus-ccm
+runs the openstack provider with a generated <state-dir>/cloud.conf: the same
+instances are its Nova servers, each load balancer is an Octavia one with a
+floating IP, and no routes are programmed. With --cloud vsphere the machines
+are VMs of a simulated vCenter (vcsim, driven with "stratus vcsim vm ...") and
 minicloud serves only the load balancers. It writes <state-dir>/kubeconfig and
 <state-dir>/env, logs each component under <state-dir>/logs, prints what
 stratus does, and prints "` + devenv.ReadyLine + `" once the nodes are registered.
@@ -40,7 +44,7 @@ reuses the state. See docs/dev.md.`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&opts.StateDir, "state-dir", devenv.DefaultStateDir, "where the cluster, the cloud, kubeconfig, env and logs are kept")
-	f.StringVar(&opts.Cloud, "cloud", devenv.CloudMinicloud, "where the nodes' machines come from: "+strings.Join(devenv.Clouds, " or ")+" (a simulated vCenter; load balancers from minicloud)")
+	f.StringVar(&opts.Cloud, "cloud", devenv.CloudMinicloud, "where the nodes' machines come from: "+strings.Join(devenv.Clouds, ", ")+" (openstack: minicloud's OpenStack dialect and the openstack provider; vsphere: a simulated vCenter, load balancers from minicloud)")
 	f.IntVar(&opts.Nodes, "nodes", devenv.DefaultNodes, "number of nodes (minicloud instances or vSphere VMs with a simulated kubelet) to have at least")
 	f.IntVar(&opts.PortBase, "port-base", 0, "first of 7 consecutive local ports to use (default: free ports)")
 	f.IntVar(&opts.AddressBlock, "address-block", 0, "X in 127.X.0.0/16, the loopback block of instance IPs and load-balancer VIPs (default: saved in the state dir, else derived from its path)")
@@ -92,6 +96,8 @@ func newDevDemoCommand() *cobra.Command {
 with zone and type labels, a LoadBalancer Service that gets an external IP, an
 HTTP request through that IP reaching a node, a stopped instance whose node gets
 the shutdown taint, and a deleted instance whose node is removed. On a
+"stratus dev --cloud openstack" the instance is a Nova server (an openstack:///
+provider ID) and the external IP is the Octavia load balancer's floating IP. On a
 "stratus dev --cloud vsphere" the machine is a VM: created, powered off (the
 shutdown taint) and destroyed (out of the load balancer at once, the node
 removed after the grace period).`,

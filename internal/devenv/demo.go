@@ -52,6 +52,9 @@ type Conn struct {
 	// VCenter drives the simulated vCenter of a `stratus dev --cloud
 	// vsphere` (nil with minicloud machines).
 	VCenter *vcsim.Remote
+	// Machines is the --cloud the environment was started with
+	// (CloudMinicloud, CloudOpenStack or CloudVSphere).
+	Machines string
 }
 
 // Connect reads <stateDir>/kubeconfig and <stateDir>/env of a running
@@ -74,7 +77,10 @@ func Connect(stateDir string) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("minicloud client: %w", err)
 	}
-	conn := &Conn{Kube: kube, Cloud: cloud}
+	conn := &Conn{Kube: kube, Cloud: cloud, Machines: CloudMinicloud}
+	if raw, err := os.ReadFile(filepath.Join(stateDir, cloudFile)); err == nil {
+		conn.Machines = strings.TrimSpace(string(raw))
+	}
 	if dir := vars[vcsim.StateDirEnv]; dir != "" {
 		st, err := vcsim.ReadState(dir)
 		if err != nil {
@@ -119,7 +125,9 @@ func readEnvFile(path string) (map[string]string, error) {
 // Demo walks through what stratus does, against a running environment:
 // a new instance joins and is initialized, a LoadBalancer Service gets an
 // address that answers over HTTP, the instance is stopped (shutdown taint)
-// and deleted (node removed). On a --cloud vsphere environment the machine
+// and deleted (node removed). On a --cloud openstack environment the
+// instance is a Nova server (an openstack:/// provider ID) and the address is
+// the Octavia load balancer's floating IP. On a --cloud vsphere environment the machine
 // is a VM (initialized with a vsphere:// provider ID and its zone tag),
 // powered off and destroyed, and the demo shows it leaving the load
 // balancer. It cleans up the Service it created.
@@ -184,10 +192,15 @@ func (d *demo) run(ctx context.Context) error {
 
 	var m *demoMachine
 	var err error
-	if d.VCenter != nil {
+	openstack := d.Machines == CloudOpenStack
+	switch {
+	case d.VCenter != nil:
 		d.begin("Nodes are initialized by stratus's vSphere provider: vsphere:// provider IDs, zones from vCenter tags")
 		m, err = d.createVM(ctx, name)
-	} else {
+	case openstack:
+		d.begin("Nodes are initialized by stratus's OpenStack provider: openstack:/// provider IDs, zones and flavors from Nova")
+		m, err = d.createInstance(ctx, name)
+	default:
 		d.begin("Nodes are initialized by stratus with provider ID, zone and type labels")
 		m, err = d.createInstance(ctx, name)
 	}
@@ -211,7 +224,11 @@ func (d *demo) run(ctx context.Context) error {
 		d.say("%-12s %-22s zone=%s type=%s podCIDR=%s", n.Name, n.Spec.ProviderID, n.Labels[corev1.LabelTopologyZone], n.Labels[corev1.LabelInstanceTypeStable], n.Spec.PodCIDR)
 	}
 
-	d.begin("A LoadBalancer Service gets an external IP")
+	if openstack {
+		d.begin("A LoadBalancer Service gets an external IP: an Octavia load balancer and a Neutron floating IP")
+	} else {
+		d.begin("A LoadBalancer Service gets an external IP")
+	}
 	svc, err := d.createService(ctx)
 	if err != nil {
 		return err
@@ -232,9 +249,12 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.say("service %s/%s: EXTERNAL-IP %s", svc.Namespace, svc.Name, ip)
 
-	if d.VCenter != nil {
+	switch {
+	case d.VCenter != nil:
 		d.begin("An HTTP request through that IP reaches a vSphere node (minicloud's load balancer, over the peer network)")
-	} else {
+	case openstack:
+		d.begin("An HTTP request through that floating IP reaches a node (the Octavia pool's members)")
+	default:
 		d.begin("An HTTP request through that IP reaches a node")
 	}
 	var reply Reply
@@ -309,9 +329,14 @@ func (d *demo) createInstance(ctx context.Context, name string) (*demoMachine, e
 		return nil, fmt.Errorf("create instance %s: %w", name, err)
 	}
 	d.say("created minicloud instance %s (%s, private IP %s); its kubelet registers node %s", in.ID, in.Zone, in.PrivateIP, name)
+	joined := func(*corev1.Node) bool { return true }
+	if d.Machines == CloudOpenStack {
+		d.say("instance %s is Nova server %s: stratus's openstack provider finds it by name", in.ID, in.ID)
+		joined = func(n *corev1.Node) bool { return n.Spec.ProviderID == OpenStackProviderIDPrefix+in.ID }
+	}
 	return &demoMachine{
 		ip:     in.PrivateIP,
-		joined: func(*corev1.Node) bool { return true },
+		joined: joined,
 		stop: func(ctx context.Context) error {
 			if _, err := d.Cloud.StopInstance(ctx, in.ID); err != nil {
 				return fmt.Errorf("stop instance %s: %w", in.ID, err)

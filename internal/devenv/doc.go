@@ -8,6 +8,11 @@
 // instance runs, and stands in for kube-proxy and a backend pod by answering
 // HTTP on every LoadBalancer Service's NodePort at its instance's private IP.
 //
+// With Options.Cloud CloudOpenStack minicloud also serves its OpenStack
+// dialect (package minicloud/openstack) and the manager runs the openstack
+// provider with a cloud.conf written from the dialect's Neutron IDs: the same
+// instances and kubelets, with Octavia load balancers and floating IPs.
+//
 // With Options.Cloud CloudVSphere the machines are the VMs of a simulated
 // vCenter (internal/vcsim) in the same process, with its control API for
 // `stratus vcsim vm`: one kubelet per powered-on VM, named after it and

@@ -31,6 +31,7 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
+	mos "github.com/stratus-ccm/stratus/minicloud/openstack"
 )
 
 // Defaults of `stratus dev`.
@@ -63,8 +64,11 @@ type Options struct {
 	// database, kubeconfig, env and logs/. Default DefaultStateDir.
 	StateDir string
 	// Cloud is where the nodes' machines come from: CloudMinicloud
-	// (default; minicloud instances) or CloudVSphere (VMs of a simulated
-	// vCenter in this process; minicloud still serves the load balancers).
+	// (default; minicloud instances), CloudOpenStack (the same instances as
+	// Nova servers of minicloud's OpenStack dialect, managed through
+	// Keystone, Nova, Neutron and Octavia by the openstack provider) or
+	// CloudVSphere (VMs of a simulated vCenter in this process; minicloud
+	// still serves the load balancers).
 	Cloud string
 	// Nodes is how many instances or VMs (and kubelets) the environment has
 	// at least; existing instances are reused. Default DefaultNodes.
@@ -244,6 +248,9 @@ func (e *env) run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = cloud.stop() }()
+	if e.openstack() {
+		e.say("minicloud serves its OpenStack dialect at %s (Keystone, Nova, Neutron, Octavia)", OpenStackIdentityURL(e.cloud.url))
+	}
 	if e.vsphere() {
 		e.say("starting a simulated vCenter on %s with %d VMs (vSphere machines; minicloud serves the load balancers)", e.vcenterAddr(), e.opts.Nodes)
 		if e.vc, err = e.startVCenter(runCtx); err != nil {
@@ -257,6 +264,11 @@ func (e *env) run(ctx context.Context) error {
 	}
 	defer func() { cancel(); waitControl() }()
 
+	if e.openstack() {
+		if err := e.writeOpenStackConfig(runCtx); err != nil {
+			return err
+		}
+	}
 	if err := e.writeEnvFile(); err != nil {
 		return err
 	}
@@ -438,6 +450,9 @@ func (e *env) startCloud(ctx context.Context, logger logr.Logger) (*cloudServer,
 	}
 	cfg.Logger = logger
 	cloud := &cloudServer{cfg: cfg, addr: e.cloudAddr(), log: logger, say: e.say, base: ctx}
+	if e.openstack() {
+		cloud.mount = mountOpenStack
+	}
 	if err := cloud.start(); err != nil {
 		return nil, err
 	}
@@ -512,11 +527,21 @@ func (e *env) ensureInstances(ctx context.Context) ([]string, error) {
 // With --cloud vsphere the providers are in the --config file (vsphere for
 // nodes, minicloud for load balancers) and no provider programs routes:
 // the VMs are not minicloud instances, which minicloud's routes point at.
+// With --cloud openstack the openstack provider reads <state-dir>/cloud.conf
+// and does nodes and load balancers; it manages no routes.
 func (e *env) managerArgs() []string {
 	args := []string{"--kubeconfig=" + e.cp.KubeconfigPath()}
-	if e.vsphere() {
+	switch {
+	case e.vsphere():
 		args = append(args, "--config="+e.managerConfigPath(), "--configure-cloud-routes=false")
-	} else {
+	case e.openstack():
+		args = append(args,
+			"--cloud-provider=openstack",
+			"--cloud-config="+e.openstackConfigPath(),
+			"--config="+e.managerConfigPath(),
+			"--configure-cloud-routes=false",
+		)
+	default:
 		args = append(args,
 			"--cloud-provider=minicloud",
 			"--cloud-config="+e.cloudConfigPath(),
@@ -567,9 +592,10 @@ defaultNodeProvider: vsphere
 defaultLoadBalancerProvider: minicloud
 `
 
-// writeCloudConfig writes the provider's cloud-config (where minicloud is
-// and the file holding its token, never the token itself) and the
-// manager's config file.
+// writeCloudConfig writes the minicloud provider's cloud-config (where
+// minicloud is and the file holding its token, never the token itself) and
+// the manager's config file. (--cloud openstack's cloud.conf is written by
+// writeOpenStackConfig, from the running cloud.)
 func (e *env) writeCloudConfig() error {
 	body := fmt.Sprintf("url: %s\ntokenFile: %s\n", e.cloud.url, e.cloud.tokenFile)
 	config := managerConfig
@@ -687,6 +713,12 @@ func (e *env) writeEnvFile() error {
 			vcsim.StateDirEnv, shellQuote(e.vcenterDir()), shellQuote(e.vc.URL().String()),
 			shellQuote(e.vc.Username()), shellQuote(e.vc.Password()), shellQuote(e.vc.CAFile()))
 	}
+	if e.openstack() {
+		// The python-openstackclient's variables: `openstack server list`
+		// and friends talk to the dialect.
+		body += fmt.Sprintf("export OS_AUTH_URL=%s\nexport OS_USERNAME=stratus-dev\nexport OS_PASSWORD=%s\nexport OS_USER_DOMAIN_NAME=%s\nexport OS_PROJECT_NAME=%s\nexport OS_PROJECT_DOMAIN_NAME=%s\nexport OS_REGION_NAME=%s\n",
+			shellQuote(OpenStackIdentityURL(e.cloud.url)), shellQuote(e.cloud.token), mos.DomainName, mos.ProjectName, mos.DomainName, minicloud.Region)
+	}
 	path := filepath.Join(e.opts.StateDir, EnvFile)
 	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
@@ -707,16 +739,23 @@ func (e *env) summary(nodes []string) {
 	} else {
 		fmt.Fprintf(w, "  minicloud       %s   token in %s (stop/start it: bin/stratus dev minicloud stop|start)\n", e.cloud.url, e.cloud.tokenFile)
 	}
+	if e.openstack() {
+		fmt.Fprintf(w, "  openstack       %s   minicloud's OpenStack dialect (Keystone, Nova, Neutron, Octavia); password: the minicloud token\n", OpenStackIdentityURL(e.cloud.url))
+	}
 	switch {
 	case e.opts.NoManager:
 		fmt.Fprintf(w, "  stratus-ccm     not started (--no-manager)\n")
 	case e.vsphere():
 		fmt.Fprintf(w, "  stratus-ccm     health/metrics on https://127.0.0.1:%d; nodes from vsphere, load balancers from minicloud, no routes (%s)\n", e.ports.Manager, e.managerConfigPath())
+	case e.openstack():
+		fmt.Fprintf(w, "  stratus-ccm     health/metrics on https://127.0.0.1:%d; provider openstack (%s): nodes from Nova, Octavia load balancers with floating IPs, no routes\n", e.ports.Manager, e.openstackConfigPath())
 	default:
 		fmt.Fprintf(w, "  stratus-ccm     health/metrics on https://127.0.0.1:%d\n", e.ports.Manager)
 	}
 	if e.vsphere() {
 		fmt.Fprintf(w, "  nodes           %s (simulated kubelets, one per powered-on VM; NodePorts answer on the loopback counterpart of each VM's IP)\n", strings.Join(nodes, ", "))
+	} else if e.openstack() {
+		fmt.Fprintf(w, "  nodes           %s (simulated kubelets of minicloud instances, which are the Nova servers; NodePorts answer on each instance's private IP)\n", strings.Join(nodes, ", "))
 	} else {
 		fmt.Fprintf(w, "  nodes           %s (simulated kubelets; NodePorts answer on each instance's private IP)\n", strings.Join(nodes, ", "))
 	}
@@ -740,6 +779,9 @@ func (e *env) summary(nodes []string) {
 		fmt.Fprintf(w, "  bin/stratus vcsim vm create extra      # a new VM: its kubelet joins\n")
 	} else {
 		fmt.Fprintf(w, "  bin/stratus minicloud instances create extra --tag %s=%s\n", NodeTagKey, NodeTagValue)
+	}
+	if e.openstack() {
+		fmt.Fprintf(w, "  openstack server list; openstack loadbalancer list   # with python-openstackclient, if installed\n")
 	}
 	fmt.Fprintf(w, "  bin/stratus dev demo     # walks through the whole story\n\n")
 }

@@ -119,6 +119,9 @@ type cloudServer struct {
 	log  logr.Logger
 	say  func(format string, args ...any)
 	base context.Context // the environment's: a started server stops with it
+	// mount, if set, adds handlers to each new server before it serves
+	// (the OpenStack dialect).
+	mount func(*minicloud.Server) error
 
 	mu     sync.Mutex
 	cancel context.CancelFunc
@@ -141,6 +144,12 @@ func (c *cloudServer) start() error {
 	srv, err := minicloud.NewServer(c.cfg)
 	if err != nil {
 		return fmt.Errorf("minicloud: %w", err)
+	}
+	if c.mount != nil {
+		if err := c.mount(srv); err != nil {
+			srv.Close()
+			return err
+		}
 	}
 	ln, err := net.Listen("tcp", c.addr)
 	if err != nil {

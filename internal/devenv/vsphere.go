@@ -24,14 +24,16 @@ import (
 )
 
 // The clouds of --cloud: where the nodes' machines come from. Load
-// balancers always come from minicloud.
+// balancers always come from minicloud (with openstack, through its
+// OpenStack dialect's Octavia).
 const (
 	CloudMinicloud = "minicloud"
+	CloudOpenStack = "openstack"
 	CloudVSphere   = "vsphere"
 )
 
 // Clouds lists the values of --cloud.
-var Clouds = []string{CloudMinicloud, CloudVSphere}
+var Clouds = []string{CloudMinicloud, CloudOpenStack, CloudVSphere}
 
 // cloudFile records in the state dir which cloud an environment was made
 // for: its cluster's nodes and its cloud state belong to that cloud.
