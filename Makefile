@@ -42,11 +42,11 @@ test: kubebins kubebins-vsphere kubebins-openstack ## Run all tests against a re
 	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) go test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: bench
-bench: kubebins kubebins-vsphere build ## Benchmark stratus-ccm against the upstream CCM at full size (bench/results/latest.json; long).
+bench: kubebins kubebins-vsphere kubebins-openstack build ## Benchmark stratus-ccm against the upstream CCM at full size (bench/results/latest.json; long).
 	bin/stratus bench --out bench/results/latest.json --markdown bench/results/latest.md --chart docs/benchmarks.png $(ARGS)
 
 .PHONY: bench-quick
-bench-quick: kubebins kubebins-vsphere build ## Run every benchmark scenario at small sizes for both managers (a harness check; minutes).
+bench-quick: kubebins kubebins-vsphere kubebins-openstack build ## Run every benchmark scenario at small sizes for both managers (a harness check; minutes).
 	bin/stratus bench --quick --out bench/results/quick.json --markdown bench/results/quick.md --chart bench/results/quick.png $(ARGS)
 
 .PHONY: bench-plugin

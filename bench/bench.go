@@ -56,6 +56,17 @@ type Sizes struct {
 	// SteadyWindow.
 	VSphereBurstNodes  int `json:"vsphereBurstNodes"`
 	VSphereSteadyNodes int `json:"vsphereSteadyNodes"`
+	// The openstack-* scenarios: OpenStackBurstNodes register at once;
+	// OpenStackSteadyNodes initialized nodes exist during the steady state
+	// (over SteadyWindow); OpenStackLBServices Services, each with a
+	// floating IP, are created at once on OpenStackLBNodes;
+	// OpenStackChurnNodes join while OpenStackChurnServices exist.
+	OpenStackBurstNodes    int `json:"openstackBurstNodes"`
+	OpenStackSteadyNodes   int `json:"openstackSteadyNodes"`
+	OpenStackLBNodes       int `json:"openstackLbNodes"`
+	OpenStackLBServices    int `json:"openstackLbServices"`
+	OpenStackChurnServices int `json:"openstackChurnServices"`
+	OpenStackChurnNodes    int `json:"openstackChurnNodes"`
 }
 
 // FullSizes are the sizes of the issue (make bench).
@@ -66,6 +77,9 @@ var FullSizes = Sizes{
 	ChurnServices: 200, ChurnNodes: 50,
 	MemoryNodes: 5000, MemoryServices: 1000, MemoryWait: 10 * time.Minute,
 	VSphereBurstNodes: 1000, VSphereSteadyNodes: 2000,
+	OpenStackBurstNodes: 1000, OpenStackSteadyNodes: 2000,
+	OpenStackLBNodes: 20, OpenStackLBServices: 200,
+	OpenStackChurnServices: 200, OpenStackChurnNodes: 50,
 }
 
 // QuickSizes run all five scenarios in a few minutes (make bench-quick).
@@ -76,6 +90,9 @@ var QuickSizes = Sizes{
 	ChurnServices: 5, ChurnNodes: 3,
 	MemoryNodes: 30, MemoryServices: 10, MemoryWait: time.Minute,
 	VSphereBurstNodes: 20, VSphereSteadyNodes: 30,
+	OpenStackBurstNodes: 20, OpenStackSteadyNodes: 30,
+	OpenStackLBNodes: 3, OpenStackLBServices: 5,
+	OpenStackChurnServices: 3, OpenStackChurnNodes: 3,
 }
 
 // Set overrides one size, "name=value" with the name of its JSON field
@@ -99,6 +116,9 @@ func (s *Sizes) Set(kv string) error {
 		"churnServices": &s.ChurnServices, "churnNodes": &s.ChurnNodes,
 		"memoryNodes": &s.MemoryNodes, "memoryServices": &s.MemoryServices,
 		"vsphereBurstNodes": &s.VSphereBurstNodes, "vsphereSteadyNodes": &s.VSphereSteadyNodes,
+		"openstackBurstNodes": &s.OpenStackBurstNodes, "openstackSteadyNodes": &s.OpenStackSteadyNodes,
+		"openstackLbNodes": &s.OpenStackLBNodes, "openstackLbServices": &s.OpenStackLBServices,
+		"openstackChurnServices": &s.OpenStackChurnServices, "openstackChurnNodes": &s.OpenStackChurnNodes,
 	}
 	f, ok := fields[name]
 	if !ok {
@@ -151,10 +171,19 @@ type CloudLimits struct {
 	// VSphereLatencyMS is added to every request to the simulated vCenter
 	// of the vSphere scenarios, standing in for a real vCenter's latency.
 	VSphereLatencyMS int `json:"vsphereLatencyMs"`
+	// OpenStackProvisionDelay is how long a new Octavia load balancer of the
+	// openstack-* scenarios stays PENDING_CREATE (minicloud's provisioning
+	// delay there); OpenStackPendingDelay how long one stays PENDING_UPDATE
+	// after each change (and PENDING_DELETE).
+	OpenStackProvisionDelay time.Duration `json:"openstackProvisionDelay,omitempty"`
+	OpenStackPendingDelay   time.Duration `json:"openstackPendingDelay,omitempty"`
 }
 
 // DefaultCloud are the limits of the benchmark design (docs/benchmarks.md).
-var DefaultCloud = CloudLimits{RateLimit: 20, Burst: 40, LatencyMS: 20, LBProvisionDelay: 2 * time.Second, VSphereLatencyMS: 20}
+var DefaultCloud = CloudLimits{
+	RateLimit: 20, Burst: 40, LatencyMS: 20, LBProvisionDelay: 2 * time.Second, VSphereLatencyMS: 20,
+	OpenStackProvisionDelay: 3 * time.Second, OpenStackPendingDelay: time.Second,
+}
 
 // Report is bench/results/latest.json.
 type Report struct {
@@ -204,8 +233,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	need := []string{filepath.Join(o.BinDir, "etcd"), filepath.Join(o.BinDir, "kube-apiserver"), o.StratusCCM}
 	for _, sc := range selected(o.Scenarios) {
 		upstreamCCM := filepath.Join(o.BinDir, "ccm")
-		if sc.cloud == vsphereCloud {
+		switch sc.cloud {
+		case vsphereCloud:
 			upstreamCCM = filepath.Join(o.BinDir, "vsphere-ccm")
+		case openstackCloud:
+			upstreamCCM = filepath.Join(o.BinDir, "openstack-ccm")
 		}
 		if !slices.Contains(need, upstreamCCM) {
 			need = append(need, upstreamCCM)
@@ -213,7 +245,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	}
 	for _, bin := range need {
 		if _, err := os.Stat(bin); err != nil {
-			return nil, fmt.Errorf("bench needs %s: %w (make kubebins kubebins-vsphere build)", bin, err)
+			return nil, fmt.Errorf("bench needs %s: %w (make kubebins kubebins-vsphere kubebins-openstack build)", bin, err)
 		}
 	}
 	if o.WorkDir == "" {

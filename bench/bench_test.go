@@ -26,9 +26,9 @@ func TestQuickRunsEveryScenario(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"etcd", "kube-apiserver", "ccm", "vsphere-ccm"} {
+	for _, name := range []string{"etcd", "kube-apiserver", "ccm", "vsphere-ccm", "openstack-ccm"} {
 		if _, err := os.Stat(filepath.Join(binDir, name)); err != nil {
-			t.Fatalf("%s not found in %s: run `%s` and `make kubebins-vsphere` first", name, binDir, testenv.BuildCommand)
+			t.Fatalf("%s not found in %s: run `%s`, `make kubebins-vsphere` and `make kubebins-openstack` first", name, binDir, testenv.BuildCommand)
 		}
 	}
 	root, err := testenv.RepoRoot()
@@ -49,6 +49,9 @@ func TestQuickRunsEveryScenario(t *testing.T) {
 		ChurnServices: 2, ChurnNodes: 2,
 		MemoryNodes: 5, MemoryServices: 2, MemoryWait: time.Minute,
 		VSphereBurstNodes: 3, VSphereSteadyNodes: 3,
+		OpenStackBurstNodes: 3, OpenStackSteadyNodes: 3,
+		OpenStackLBNodes: 2, OpenStackLBServices: 2,
+		OpenStackChurnServices: 2, OpenStackChurnNodes: 2,
 	}
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {

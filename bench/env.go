@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,6 +36,7 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
+	mos "github.com/stratus-ccm/stratus/minicloud/openstack"
 	mcprovider "github.com/stratus-ccm/stratus/providers/minicloud"
 )
 
@@ -60,6 +62,14 @@ type env struct {
 	// vc is the simulated vCenter of a vSphere scenario, vms its VMs by name.
 	vc  *vcsim.Server
 	vms map[string]vcsim.VM
+	// cloudURL is minicloud's; managerToken and harnessToken its two tokens.
+	cloudURL, managerToken, harnessToken string
+	// providerID is the provider ID of an instance's Node, as the manager
+	// under test writes it (minicloud://, or openstack:/// for the dialect).
+	providerID func(instanceID string) string
+	// floatingPool holds the OpenStack dialect's floating IPs (invalid for
+	// the other clouds).
+	floatingPool netip.Prefix
 }
 
 // poll is how often scenarios look at the cluster while waiting.
@@ -108,6 +118,14 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, er
 		defer stop()
 		e.kube = kube
 		bin = filepath.Join(o.BinDir, "vsphere-ccm")
+	case openstackCloud:
+		var stop func()
+		if e, cloudArgs, stop, err = startOpenStack(ctx, dir, o); err != nil {
+			return nil, err
+		}
+		defer stop()
+		e.kube = kube
+		bin = filepath.Join(o.BinDir, "openstack-ccm")
 	default:
 		var stop func()
 		if e, cloudArgs, stop, err = startMinicloud(ctx, dir, o); err != nil {
@@ -178,44 +196,66 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, er
 // provider's cloud config; it returns the scenario's env (without its
 // Kubernetes client) and the managers' provider flags.
 func startMinicloud(ctx context.Context, dir string, o Options) (*env, []string, func(), error) {
-	cloudURL, token, stopCloud, err := startCloud(ctx, filepath.Join(dir, "minicloud"), o.Cloud)
+	e, stopCloud, err := startMinicloudEnv(ctx, filepath.Join(dir, "minicloud"), o.Cloud, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}
 	fail := func(err error) (*env, []string, func(), error) { stopCloud(); return nil, nil, nil, err }
-	// The harness has its own unlimited token, so its calls neither count in
-	// the manager's stats nor spend the manager's rate limit.
-	harness, err := client.New(cloudURL, token[1])
-	if err != nil {
-		return fail(err)
-	}
-	if o.Cloud.LatencyMS > 0 {
-		if _, err := harness.SetFaults(ctx, api.Faults{LatencyMS: o.Cloud.LatencyMS}); err != nil {
-			return fail(fmt.Errorf("set minicloud latency: %w", err))
-		}
-	}
 	cloudConfig := filepath.Join(dir, "cloud.yaml")
 	// The provider keeps under the token's limit on its own (rateLimit), so
 	// neither manager spends requests on 429 answers; its burst is half the
 	// server's, which leaves room for requests that arrive bunched.
-	provider := fmt.Sprintf("url: %s\ntoken: %s\n", cloudURL, token[0])
+	provider := fmt.Sprintf("url: %s\ntoken: %s\n", e.cloudURL, e.managerToken)
 	if o.Cloud.RateLimit > 0 {
 		provider += fmt.Sprintf("rateLimit: %g\nburst: %d\n", o.Cloud.RateLimit, max(1, o.Cloud.Burst/2))
 	}
 	if err := os.WriteFile(cloudConfig, []byte(provider), 0o600); err != nil {
 		return fail(err)
 	}
+	return e, []string{"--cloud-provider=minicloud", "--cloud-config=" + cloudConfig}, stopCloud, nil
+}
+
+// startMinicloudEnv runs a minicloud with l's limits (and the OpenStack
+// dialect when dialect is set) and returns the scenario's env, without its
+// Kubernetes client, and the function that stops the cloud.
+func startMinicloudEnv(ctx context.Context, dir string, l CloudLimits, dialect *mos.Options) (*env, func(), error) {
+	cloudURL, token, floating, stopCloud, err := startCloud(ctx, dir, l, dialect)
+	if err != nil {
+		return nil, nil, err
+	}
+	fail := func(err error) (*env, func(), error) { stopCloud(); return nil, nil, err }
+	// The harness has its own unlimited token, so its calls neither count in
+	// the manager's stats nor spend the manager's rate limit.
+	harness, err := client.New(cloudURL, token[1])
+	if err != nil {
+		return fail(err)
+	}
+	if l.LatencyMS > 0 {
+		if _, err := harness.SetFaults(ctx, api.Faults{LatencyMS: l.LatencyMS}); err != nil {
+			return fail(fmt.Errorf("set minicloud latency: %w", err))
+		}
+	}
 	mgrCloud, err := client.New(cloudURL, token[0])
 	if err != nil {
 		return fail(err)
 	}
-	e := &env{cloud: harness, mgrCloud: mgrCloud, instances: map[string]*api.Instance{}}
-	return e, []string{"--cloud-provider=minicloud", "--cloud-config=" + cloudConfig}, stopCloud, nil
+	e := &env{
+		cloud: harness, mgrCloud: mgrCloud, instances: map[string]*api.Instance{},
+		cloudURL: cloudURL, managerToken: token[0], harnessToken: token[1],
+		providerID: mcprovider.ProviderID,
+	}
+	if dialect != nil {
+		e.floatingPool = floating
+	}
+	return e, stopCloud, nil
 }
 
 // startCloud runs a minicloud in this process with two tokens: [0] for the
-// manager, [1] for the harness.
-func startCloud(ctx context.Context, dir string, l CloudLimits) (string, [2]string, func(), error) {
+// manager, [1] for the harness, and, when dialect is set, its OpenStack
+// dialect, whose load balancers provision for l.OpenStackProvisionDelay. It
+// returns the cloud's URL, the tokens and its public pool (the dialect's
+// floating IPs).
+func startCloud(ctx context.Context, dir string, l CloudLimits, dialect *mos.Options) (string, [2]string, netip.Prefix, func(), error) {
 	cfg := minicloud.DefaultConfig()
 	cfg.StateDir = dir
 	tokens := [2]string{randomToken(), randomToken()}
@@ -225,6 +265,9 @@ func startCloud(ctx context.Context, dir string, l CloudLimits) (string, [2]stri
 	// load balancers while waiting) neither count nor are limited.
 	cfg.UnlimitedTokens = []string{tokens[1]}
 	cfg.LBProvisionDelay = l.LBProvisionDelay
+	if dialect != nil {
+		cfg.LBProvisionDelay = l.OpenStackProvisionDelay
+	}
 	// The managers only see the API. With every node behind every load
 	// balancer (5,000 x 1,000 in memory) health-checking them would make
 	// the harness the biggest load on the machine.
@@ -232,17 +275,23 @@ func startCloud(ctx context.Context, dir string, l CloudLimits) (string, [2]stri
 	cfg.Logger = logr.Discard()
 	srv, err := minicloud.NewServer(cfg)
 	if err != nil {
-		return "", tokens, nil, err
+		return "", tokens, netip.Prefix{}, nil, err
+	}
+	if dialect != nil {
+		if _, err := mos.Mount(srv, *dialect); err != nil {
+			srv.Close()
+			return "", tokens, netip.Prefix{}, nil, fmt.Errorf("OpenStack dialect: %w", err)
+		}
 	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		srv.Close()
-		return "", tokens, nil, err
+		return "", tokens, netip.Prefix{}, nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { _ = srv.Serve(ctx, ln); close(done) }()
-	return "http://" + ln.Addr().String(), tokens, func() { cancel(); <-done }, nil
+	return "http://" + ln.Addr().String(), tokens, cfg.PublicCIDR, func() { cancel(); <-done }, nil
 }
 
 func randomToken() string {
@@ -304,7 +353,7 @@ func (e *env) createInitializedNodes(ctx context.Context, names []string) error 
 					corev1.LabelTopologyRegion:          inst.Region,
 					corev1.LabelFailureDomainBetaRegion: inst.Region,
 				}},
-				Spec: corev1.NodeSpec{ProviderID: mcprovider.ProviderID(inst.ID)},
+				Spec: corev1.NodeSpec{ProviderID: e.providerID(inst.ID)},
 			}
 			if _, err := e.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("create node %s: %w", name, err)

@@ -218,7 +218,7 @@ func measureCalls(ctx context.Context, o Options, calls int) ([]CallOverhead, er
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	url, tokens, stopCloud, err := startCloud(ctx, filepath.Join(dir, "minicloud"), CloudLimits{})
+	url, tokens, _, stopCloud, err := startCloud(ctx, filepath.Join(dir, "minicloud"), CloudLimits{}, nil)
 	if err != nil {
 		return nil, err
 	}

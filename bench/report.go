@@ -17,6 +17,10 @@ func (r *Report) Markdown() string {
 	fmt.Fprintf(&b, "Run %s on %s/%s, %d CPUs, %s. minicloud: %g requests/s per token (burst %d), %d ms latency per request, load balancers provision in %s. Both managers: --kube-api-qps=%d --kube-api-burst=%d.\n\n",
 		r.Date.Format("2006-01-02 15:04 UTC"), r.Machine.OS, r.Machine.Arch, r.Machine.CPUs, r.Machine.Go,
 		r.Cloud.RateLimit, r.Cloud.Burst, r.Cloud.LatencyMS, r.Cloud.LBProvisionDelay, r.KubeAPI[0], r.KubeAPI[1])
+	if slices.ContainsFunc(r.Scenarios, func(s Result) bool { return strings.HasPrefix(s.Name, openstackCloud+"-") }) {
+		fmt.Fprintf(&b, "OpenStack dialect (openstack-*): Octavia load balancers stay PENDING_CREATE for %s and PENDING_UPDATE for %s after each change; requests are counted per route and summed per API and method (e.g. `compute GET`).\n\n",
+			r.Cloud.OpenStackProvisionDelay, r.Cloud.OpenStackPendingDelay)
+	}
 	// A merged report (scenarios that started before the report's run) holds
 	// runs of different times, maybe of different commits: say when each
 	// scenario started.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -11,7 +12,7 @@ import (
 // that already exist when it comes up); measure runs while it runs.
 type scenario struct {
 	name string
-	// cloud is "" for minicloud, or vsphereCloud; vms is how many VMs a
+	// cloud is "" for minicloud, vsphereCloud or openstackCloud; vms is how many VMs a
 	// vSphere scenario's simulated vCenter starts with.
 	cloud string
 	vms   func(Sizes) int
@@ -30,8 +31,11 @@ func Names() []string {
 	return out
 }
 
-// allScenarios are the minicloud scenarios, then the vSphere ones.
-func allScenarios() []scenario { return append(slices.Clone(scenarios), vsphereScenarios...) }
+// allScenarios are the minicloud scenarios, then the vSphere and the
+// OpenStack ones.
+func allScenarios() []scenario {
+	return slices.Concat(scenarios, vsphereScenarios, openstackScenarios)
+}
 
 func selected(names []string) []scenario {
 	if len(names) == 0 {
@@ -62,11 +66,22 @@ func callMetrics(ctx context.Context, e *env, m Metrics) error {
 	if err != nil {
 		return err
 	}
-	m["cloudCalls"] = float64(total)
-	for op, n := range ops {
-		m["cloudCalls "+op] = float64(n)
-	}
+	opMetrics(m, "cloudCalls", total, ops, 1)
 	return nil
+}
+
+// opMetrics adds total and every operation's count under name ("cloudCalls
+// GET /v1/instances"), each scaled by scale (1 for totals, 3600/window for
+// an hourly rate). Operations of minicloud's OpenStack dialect are also
+// summed per API and method ("cloudCalls compute GET").
+func opMetrics(m Metrics, name string, total int64, ops map[string]int64, scale float64) {
+	m[name] = float64(total) * scale
+	for op, n := range ops {
+		m[name+" "+op] = float64(n) * scale
+		if api, method, ok := openstackAPI(op); ok {
+			m[name+" "+api+" "+method] += float64(n) * scale
+		}
+	}
 }
 
 // settle waits until nodes Nodes are initialized and services Services have
@@ -97,123 +112,10 @@ func settleWithServices(ctx context.Context, e *env, nodes int, prefix string, s
 }
 
 var scenarios = []scenario{
-	{
-		name:   "node-init-burst",
-		params: func(s Sizes) map[string]any { return map[string]any{"nodes": s.BurstNodes} },
-		// The machines exist; their kubelets register all at once.
-		setup: func(ctx context.Context, e *env, s Sizes) error {
-			return e.createInstances(ctx, nodeNames("burst", 0, s.BurstNodes))
-		},
-		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
-			if err := e.cloud.ResetStats(ctx); err != nil {
-				return nil, err
-			}
-			start := time.Now()
-			if err := e.registerNodes(ctx, nodeNames("burst", 0, s.BurstNodes)); err != nil {
-				return nil, err
-			}
-			if err := e.waitInitialized(ctx, s.BurstNodes); err != nil {
-				return nil, err
-			}
-			m := Metrics{"secondsToAllInitialized": time.Since(start).Seconds()}
-			return m, callMetrics(ctx, e, m)
-		},
-	},
-	{
-		name: "steady-state",
-		params: func(s Sizes) map[string]any {
-			return map[string]any{"nodes": s.SteadyNodes, "services": s.SteadyServices, "window": s.SteadyWindow.String()}
-		},
-		// A cluster that has run for a while: the Nodes are initialized.
-		setup: func(ctx context.Context, e *env, s Sizes) error {
-			return e.createInitializedNodes(ctx, nodeNames("steady", 0, s.SteadyNodes))
-		},
-		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
-			if err := settleWithServices(ctx, e, s.SteadyNodes, "steady", s.SteadyServices); err != nil {
-				return nil, err
-			}
-			// The window itself, with the kubelets' status reports.
-			beats, err := e.heartbeat(ctx, nodeNames("steady", 0, s.SteadyNodes), min(heartbeatPeriod, s.SteadyWindow), s.SteadyWindow)
-			if err != nil {
-				return nil, err
-			}
-			total, ops, err := e.managerStats(ctx)
-			if err != nil {
-				return nil, err
-			}
-			perHour := 3600 / s.SteadyWindow.Seconds()
-			m := Metrics{"cloudCallsPerHour": float64(total) * perHour, checkPrefix + "node status reports by the harness": float64(beats)}
-			for op, n := range ops {
-				m["cloudCallsPerHour "+op] = float64(n) * perHour
-			}
-			return m, nil
-		},
-	},
-	{
-		name: "lb-burst",
-		params: func(s Sizes) map[string]any {
-			return map[string]any{"nodes": s.LBBurstNodes, "services": s.LBBurstServices}
-		},
-		setup: func(ctx context.Context, e *env, s Sizes) error {
-			return e.createNodes(ctx, nodeNames("lbburst", 0, s.LBBurstNodes))
-		},
-		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
-			if err := settle(ctx, e, s.LBBurstNodes, 0); err != nil {
-				return nil, err
-			}
-			start := time.Now()
-			if err := e.createServices(ctx, "lbburst", s.LBBurstServices); err != nil {
-				return nil, err
-			}
-			if err := e.waitIngress(ctx, s.LBBurstServices); err != nil {
-				return nil, err
-			}
-			m := Metrics{"secondsToAllIngress": time.Since(start).Seconds()}
-			lbs, err := e.loadBalancerCount(ctx)
-			if err != nil {
-				return nil, err
-			}
-			m[checkPrefix+"load balancers in the cloud at the end"] = float64(lbs)
-			return m, callMetrics(ctx, e, m)
-		},
-	},
-	{
-		name: "node-churn",
-		params: func(s Sizes) map[string]any {
-			return map[string]any{"initialNodes": churnBase, "services": s.ChurnServices, "joiningNodes": s.ChurnNodes}
-		},
-		setup: func(ctx context.Context, e *env, s Sizes) error {
-			if err := e.createInstances(ctx, nodeNames("churn", churnBase, s.ChurnNodes)); err != nil {
-				return err
-			}
-			return e.createNodes(ctx, nodeNames("churn", 0, churnBase))
-		},
-		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
-			if err := settleWithServices(ctx, e, churnBase, "churn", s.ChurnServices); err != nil {
-				return nil, err
-			}
-			if err := e.waitTargets(ctx, s.ChurnServices, churnBase); err != nil {
-				return nil, err
-			}
-			if err := e.cloud.ResetStats(ctx); err != nil {
-				return nil, err
-			}
-			start := time.Now()
-			if err := e.registerNodes(ctx, nodeNames("churn", churnBase, s.ChurnNodes)); err != nil {
-				return nil, err
-			}
-			if err := e.waitTargets(ctx, s.ChurnServices, churnBase+s.ChurnNodes); err != nil {
-				return nil, err
-			}
-			m := Metrics{"secondsToAllBackends": time.Since(start).Seconds()}
-			_, ops, err := e.managerStats(ctx)
-			if err != nil {
-				return nil, err
-			}
-			m["lbUpdateCalls"] = float64(ops["PUT /v1/load-balancers/{id}"])
-			return m, callMetrics(ctx, e, m)
-		},
-	},
+	nodeInitBurst("node-init-burst", "", func(s Sizes) int { return s.BurstNodes }),
+	steadyState("steady-state", "", func(s Sizes) (int, int) { return s.SteadyNodes, s.SteadyServices }),
+	lbBurst("lb-burst", "", func(s Sizes) (int, int) { return s.LBBurstNodes, s.LBBurstServices }),
+	nodeChurn("node-churn", "", func(s Sizes) (int, int) { return s.ChurnServices, s.ChurnNodes }),
 	{
 		name: "memory",
 		params: func(s Sizes) map[string]any {
@@ -264,3 +166,179 @@ const heartbeatPeriod = 5 * time.Minute
 
 // churnBase is how many nodes exist before node-churn's nodes join.
 const churnBase = 3
+
+// nodeInitBurst is a scenario where nodes(s) machines exist and their
+// kubelets register all at once: the time until all are initialized and the
+// manager's cloud calls.
+func nodeInitBurst(name, cloud string, nodes func(Sizes) int) scenario {
+	return scenario{
+		name:   name,
+		cloud:  cloud,
+		params: func(s Sizes) map[string]any { return map[string]any{"nodes": nodes(s)} },
+		// The machines exist; their kubelets register all at once.
+		setup: func(ctx context.Context, e *env, s Sizes) error {
+			return e.createInstances(ctx, nodeNames("burst", 0, nodes(s)))
+		},
+		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
+			n := nodes(s)
+			if err := e.cloud.ResetStats(ctx); err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			if err := e.registerNodes(ctx, nodeNames("burst", 0, n)); err != nil {
+				return nil, err
+			}
+			if err := e.waitInitialized(ctx, n); err != nil {
+				return nil, err
+			}
+			m := Metrics{"secondsToAllInitialized": time.Since(start).Seconds()}
+			return m, callMetrics(ctx, e, m)
+		},
+	}
+}
+
+// steadyState is a scenario of a cluster that has run for a while (the
+// Nodes initialized, the Services' load balancers built): the manager's
+// cloud calls per hour over s.SteadyWindow, with the kubelets' status
+// reports.
+func steadyState(name, cloud string, sizes func(Sizes) (nodes, services int)) scenario {
+	return scenario{
+		name:  name,
+		cloud: cloud,
+		params: func(s Sizes) map[string]any {
+			nodes, services := sizes(s)
+			return map[string]any{"nodes": nodes, "services": services, "window": s.SteadyWindow.String()}
+		},
+		setup: func(ctx context.Context, e *env, s Sizes) error {
+			nodes, _ := sizes(s)
+			return e.createInitializedNodes(ctx, nodeNames("steady", 0, nodes))
+		},
+		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
+			nodes, services := sizes(s)
+			if err := settleWithServices(ctx, e, nodes, "steady", services); err != nil {
+				return nil, err
+			}
+			// The window itself, with the kubelets' status reports.
+			beats, err := e.heartbeat(ctx, nodeNames("steady", 0, nodes), min(heartbeatPeriod, s.SteadyWindow), s.SteadyWindow)
+			if err != nil {
+				return nil, err
+			}
+			total, ops, err := e.managerStats(ctx)
+			if err != nil {
+				return nil, err
+			}
+			m := Metrics{checkPrefix + "node status reports by the harness": float64(beats)}
+			opMetrics(m, "cloudCallsPerHour", total, ops, 3600/s.SteadyWindow.Seconds())
+			return m, nil
+		},
+	}
+}
+
+// lbBurst is a scenario where LoadBalancer Services are created at once on
+// a few nodes: the time until all have ingress and the manager's cloud
+// calls.
+func lbBurst(name, cloud string, sizes func(Sizes) (nodes, services int)) scenario {
+	return scenario{
+		name:  name,
+		cloud: cloud,
+		params: func(s Sizes) map[string]any {
+			nodes, services := sizes(s)
+			return map[string]any{"nodes": nodes, "services": services}
+		},
+		setup: func(ctx context.Context, e *env, s Sizes) error {
+			nodes, _ := sizes(s)
+			return e.createNodes(ctx, nodeNames("lbburst", 0, nodes))
+		},
+		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
+			nodes, services := sizes(s)
+			if err := settle(ctx, e, nodes, 0); err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			if err := e.createServices(ctx, "lbburst", services); err != nil {
+				return nil, err
+			}
+			if err := e.waitIngress(ctx, services); err != nil {
+				return nil, err
+			}
+			m := Metrics{"secondsToAllIngress": time.Since(start).Seconds()}
+			lbs, err := e.loadBalancerCount(ctx)
+			if err != nil {
+				return nil, err
+			}
+			m[checkPrefix+"load balancers in the cloud at the end"] = float64(lbs)
+			if e.floatingPool.IsValid() {
+				n, err := e.servicesWithFloatingIP(ctx)
+				if err != nil {
+					return nil, err
+				}
+				m[checkPrefix+"services whose ingress is a floating IP"] = float64(n)
+			}
+			return m, callMetrics(ctx, e, m)
+		},
+	}
+}
+
+// nodeChurn is a scenario where nodes join while load balancers exist (on
+// churnBase nodes): the time until every load balancer has all of them as
+// backends, the load-balancer updates and all cloud calls.
+func nodeChurn(name, cloud string, sizes func(Sizes) (services, joining int)) scenario {
+	return scenario{
+		name:  name,
+		cloud: cloud,
+		params: func(s Sizes) map[string]any {
+			services, joining := sizes(s)
+			return map[string]any{"initialNodes": churnBase, "services": services, "joiningNodes": joining}
+		},
+		setup: func(ctx context.Context, e *env, s Sizes) error {
+			_, joining := sizes(s)
+			if err := e.createInstances(ctx, nodeNames("churn", churnBase, joining)); err != nil {
+				return err
+			}
+			return e.createNodes(ctx, nodeNames("churn", 0, churnBase))
+		},
+		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
+			services, joining := sizes(s)
+			if err := settleWithServices(ctx, e, churnBase, "churn", services); err != nil {
+				return nil, err
+			}
+			if err := e.waitTargets(ctx, services, churnBase); err != nil {
+				return nil, err
+			}
+			if err := e.cloud.ResetStats(ctx); err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			if err := e.registerNodes(ctx, nodeNames("churn", churnBase, joining)); err != nil {
+				return nil, err
+			}
+			if err := e.waitTargets(ctx, services, churnBase+joining); err != nil {
+				return nil, err
+			}
+			m := Metrics{"secondsToAllBackends": time.Since(start).Seconds()}
+			_, ops, err := e.managerStats(ctx)
+			if err != nil {
+				return nil, err
+			}
+			updates := int64(0)
+			for op, n := range ops {
+				if isBackendUpdate(op) {
+					updates += n
+				}
+			}
+			m["lbUpdateCalls"] = float64(updates)
+			return m, callMetrics(ctx, e, m)
+		},
+	}
+}
+
+// isBackendUpdate reports whether op changes a load balancer's backends:
+// minicloud's update, or an Octavia member change (the batch PUT, or one
+// member's create, update or delete).
+func isBackendUpdate(op string) bool {
+	if op == "PUT /v1/load-balancers/{id}" {
+		return true
+	}
+	method, path, _ := strings.Cut(op, " ")
+	return strings.HasPrefix(path, "/load-balancer/") && strings.Contains(path, "/members") && method != "GET"
+}

@@ -34,7 +34,10 @@ func newBenchCommand() *cobra.Command {
 		Long: `bench runs each scenario (` + strings.Join(bench.Names(), ", ") + `) once
 for the upstream CCM (hack/kubebins' ccm, with providers/minicloud) and once for
 stratus-ccm, each on a fresh control plane and minicloud with the same limits and
-the same --kube-api-qps/burst, and writes the numbers and their ratios
+the same --kube-api-qps/burst (vsphere-*: the upstream vSphere CCM against a
+simulated vCenter; openstack-*: the upstream OpenStack CCM, hack/kubebins'
+openstack-ccm, against minicloud's OpenStack dialect with the same cloud.conf as
+stratus's openstack provider), and writes the numbers and their ratios
 (upstream / stratus: higher is better for stratus) as JSON and as a Markdown table.
 Numbers are from one run on this machine; nothing is asserted. See docs/benchmarks.md.`,
 		Args: cobra.NoArgs,
@@ -129,6 +132,8 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 	f.IntVar(&opts.Cloud.Burst, "cloud-burst", opts.Cloud.Burst, "minicloud rate-limit burst")
 	f.IntVar(&opts.Cloud.LatencyMS, "cloud-latency-ms", opts.Cloud.LatencyMS, "latency added to every minicloud request")
 	f.DurationVar(&opts.Cloud.LBProvisionDelay, "lb-provision-delay", opts.Cloud.LBProvisionDelay, "how long a new minicloud load balancer provisions")
+	f.DurationVar(&opts.Cloud.OpenStackProvisionDelay, "openstack-provision-delay", opts.Cloud.OpenStackProvisionDelay, "how long a new Octavia load balancer of the openstack-* scenarios stays PENDING_CREATE")
+	f.DurationVar(&opts.Cloud.OpenStackPendingDelay, "openstack-pending-delay", opts.Cloud.OpenStackPendingDelay, "how long an Octavia load balancer of the openstack-* scenarios stays PENDING_UPDATE after each change")
 	f.IntVar(&opts.Cloud.VSphereLatencyMS, "vsphere-latency-ms", opts.Cloud.VSphereLatencyMS, "latency added to every request to the simulated vCenter of the vsphere-* scenarios")
 	f.IntVar(&opts.KubeAPIQPS, "kube-api-qps", 20, "--kube-api-qps of both managers")
 	f.IntVar(&opts.KubeAPIBurst, "kube-api-burst", 30, "--kube-api-burst of both managers")
