@@ -528,7 +528,8 @@ func (e *env) ensureInstances(ctx context.Context) ([]string, error) {
 // nodes, minicloud for load balancers) and no provider programs routes:
 // the VMs are not minicloud instances, which minicloud's routes point at.
 // With --cloud openstack the openstack provider reads <state-dir>/cloud.conf
-// and does nodes and load balancers; it manages no routes.
+// and does nodes and load balancers; routes stay off (cloud.conf names no
+// [Route] router).
 func (e *env) managerArgs() []string {
 	args := []string{"--kubeconfig=" + e.cp.KubeconfigPath()}
 	switch {

@@ -71,8 +71,8 @@ func LookupOpenStack(ctx context.Context, identityURL, token string) (OpenStackT
 // OpenStackCloudConf is a cloud.conf (the upstream OpenStack CCM's INI
 // format, which the native provider reads too) for the dialect: password
 // authentication as user in project minicloud, load balancers on the VIP
-// subnet, each with a floating IP of the public network. No [Route]: the
-// native provider does not manage routes and refuses the section.
+// subnet, each with a floating IP of the public network. No [Route]: routes
+// stay off where this file is used (the dev environment, the benchmarks).
 func OpenStackCloudConf(identityURL, user, password string, t OpenStackTopology) []byte {
 	return fmt.Appendf(nil, `[Global]
 auth-url = %s
