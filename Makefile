@@ -18,7 +18,8 @@ build: ## Build the stratus binaries into bin/.
 	go build -o bin/ ./cmd/...
 
 .PHONY: dev
-dev: kubebins ## Run stratus on a local cluster and cloud until Ctrl-C (stratus dev; ARGS="--nodes 5" to pass flags).
+dev: ## Run stratus on a local cluster and cloud until Ctrl-C (stratus dev; ARGS="--nodes 5" to pass flags).
+	@# stratus dev builds the control-plane binaries it runs (and only those) itself.
 	go build -o bin/ ./cmd/stratus ./cmd/stratus-ccm
 	bin/stratus dev $(ARGS)
 

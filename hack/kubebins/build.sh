@@ -59,20 +59,35 @@ sources() {
 mkdir -p "$out"
 export CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 
-# build NAME MODULE_DIR PACKAGE VERSION [LDFLAGS]: builds into $out/NAME unless a
-# binary stamped with the same version is already there.
-build() {
-	local name=$1 dir=$2 pkg=$3 version=$4 ldflags=${5:-}
-	local stamp="$out/.$name.version"
-	if [[ -x "$out/$name" && -f "$stamp" && "$(cat "$stamp")" == "$version" ]]; then
+# plan NAME MODULE_DIR PACKAGE VERSION [LDFLAGS]: queues $out/NAME for building
+# unless a binary stamped with the same version is already there. Everything is
+# planned first so that the progress lines can say "n of m".
+plan_names=() plan_dirs=() plan_pkgs=() plan_versions=() plan_ldflags=()
+plan() {
+	local name=$1 stamp="$out/.$1.version"
+	if [[ -x "$out/$name" && -f "$stamp" && "$(cat "$stamp")" == "$4" ]]; then
 		return 0
 	fi
-	echo "kubebins: building $name $version (the first build takes minutes)" >&2
-	local start=$SECONDS
-	(cd "$here/$dir" && go build -trimpath -ldflags "-s -w $ldflags" -o "$out/$name.tmp" "$pkg")
-	mv "$out/$name.tmp" "$out/$name"
-	echo "$version" >"$stamp"
-	echo "kubebins: built $name in $((SECONDS - start))s" >&2
+	plan_names+=("$name") plan_dirs+=("$2") plan_pkgs+=("$3") plan_versions+=("$4") plan_ldflags+=("${5:-}")
+}
+
+# build_planned builds the queued binaries in order, one line before and after each.
+build_planned() {
+	local m=${#plan_names[@]} i name start total=$SECONDS
+	if ((m == 0)); then
+		return 0
+	fi
+	echo "kubebins: $m to build into $out: ${plan_names[*]} (the first build takes minutes each)" >&2
+	for ((i = 0; i < m; i++)); do
+		name=${plan_names[i]}
+		echo "kubebins: [$((i + 1))/$m] building $name ${plan_versions[i]%%+*} ..." >&2
+		start=$SECONDS
+		(cd "$here/${plan_dirs[i]}" && go build -trimpath -ldflags "-s -w ${plan_ldflags[i]}" -o "$out/$name.tmp" "${plan_pkgs[i]}")
+		mv "$out/$name.tmp" "$out/$name"
+		echo "${plan_versions[i]}" >"$out/.$name.version"
+		echo "kubebins: [$((i + 1))/$m] built $name in $((SECONDS - start))s" >&2
+	done
+	echo "kubebins: built ${plan_names[*]} in $((SECONDS - total))s" >&2
 }
 
 minor=${K8S_VERSION#v1.}
@@ -82,29 +97,29 @@ k8s_ldflags="-X k8s.io/component-base/version.gitVersion=$K8S_VERSION \
  -X k8s.io/client-go/pkg/version.gitVersion=$K8S_VERSION"
 
 if wanted etcd; then
-	build etcd etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
+	plan etcd etcd go.etcd.io/etcd/server/v3 "$ETCD_VERSION"
 fi
 if wanted kube-apiserver; then
-	build kube-apiserver k8s k8s.io/kubernetes/cmd/kube-apiserver "$K8S_VERSION" "$k8s_ldflags"
+	plan kube-apiserver k8s k8s.io/kubernetes/cmd/kube-apiserver "$K8S_VERSION" "$k8s_ldflags"
 fi
 if wanted kubectl; then
-	build kubectl k8s k8s.io/kubernetes/cmd/kubectl "$K8S_VERSION" "$k8s_ldflags"
+	plan kubectl k8s k8s.io/kubernetes/cmd/kubectl "$K8S_VERSION" "$k8s_ldflags"
 fi
 if wanted kube-controller-manager; then
-	build kube-controller-manager k8s k8s.io/kubernetes/cmd/kube-controller-manager "$K8S_VERSION" "$k8s_ldflags"
+	plan kube-controller-manager k8s k8s.io/kubernetes/cmd/kube-controller-manager "$K8S_VERSION" "$k8s_ldflags"
 fi
 if wanted helm; then
-	build helm helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
+	plan helm helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 fi
 # kwok (simulated kubelets at scale) is for benchmarks that do not use it yet; it is
 # built only on request so that make test stays short.
 if wanted kwok KUBEBINS_KWOK; then
-	build kwok kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
+	plan kwok kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
 fi
 # The upstream CCM compiles the working tree's provider, so its stamp also covers
 # the sources it is built from.
 if wanted ccm; then
-	build ccm ccm github.com/stratus-ccm/stratus/hack/kubebins/ccm \
+	plan ccm ccm github.com/stratus-ccm/stratus/hack/kubebins/ccm \
 		"$K8S_VERSION+$(sources providers minicloud/api minicloud/client pkg hack/kubebins/ccm)" "$k8s_ldflags"
 fi
 # The vSphere builds compile the upstream vSphere provider and its NSX-T SDK (a
@@ -112,11 +127,11 @@ fi
 # vsphere-ccm shares ccm's main (hack/kubebins/ccm/upstream); stratus-cpv compiles
 # stratus-ccm's command from this tree.
 if wanted vsphere-ccm KUBEBINS_VSPHERE; then
-	build vsphere-ccm vsphere-ccm github.com/stratus-ccm/stratus/hack/kubebins/vsphere-ccm \
+	plan vsphere-ccm vsphere-ccm github.com/stratus-ccm/stratus/hack/kubebins/vsphere-ccm \
 		"$K8S_VERSION+cpv-$CPV_VERSION+$(sources hack/kubebins/ccm/upstream hack/kubebins/vsphere-ccm)" "$k8s_ldflags"
 fi
 if wanted stratus-cpv KUBEBINS_VSPHERE; then
-	build stratus-cpv stratus-cpv github.com/stratus-ccm/stratus/hack/kubebins/stratus-cpv \
+	plan stratus-cpv stratus-cpv github.com/stratus-ccm/stratus/hack/kubebins/stratus-cpv \
 		"$K8S_VERSION+cpv-$CPV_VERSION+$(sources go.mod go.sum cmd internal pkg providers minicloud hack/kubebins/stratus-cpv)" \
 		"$k8s_ldflags -X main.version=cpv-$CPV_VERSION"
 fi
@@ -124,11 +139,12 @@ fi
 # build, so the OpenStack builds are built only on request too: openstack-ccm shares
 # ccm's main; stratus-occm compiles stratus-ccm's command from this tree.
 if wanted openstack-ccm KUBEBINS_OPENSTACK; then
-	build openstack-ccm openstack-ccm github.com/stratus-ccm/stratus/hack/kubebins/openstack-ccm \
+	plan openstack-ccm openstack-ccm github.com/stratus-ccm/stratus/hack/kubebins/openstack-ccm \
 		"$K8S_VERSION+occm-$OCCM_VERSION+$(sources hack/kubebins/ccm/upstream hack/kubebins/openstack-ccm)" "$k8s_ldflags"
 fi
 if wanted stratus-occm KUBEBINS_OPENSTACK; then
-	build stratus-occm stratus-occm github.com/stratus-ccm/stratus/hack/kubebins/stratus-occm \
+	plan stratus-occm stratus-occm github.com/stratus-ccm/stratus/hack/kubebins/stratus-occm \
 		"$K8S_VERSION+occm-$OCCM_VERSION+$(sources go.mod go.sum cmd internal pkg providers minicloud hack/kubebins/stratus-occm)" \
 		"$k8s_ldflags -X main.version=occm-$OCCM_VERSION"
 fi
+build_planned

@@ -334,6 +334,11 @@ func (e *env) run(ctx context.Context) error {
 	}
 }
 
+// devKubeBins are the binaries of hack/kubebins the environment runs (kubectl
+// for the commands it suggests). Only these are built: the others (helm, the
+// upstream CCMs) are for tests and would add many minutes to a first run.
+var devKubeBins = []string{"etcd", "kube-apiserver", "kube-controller-manager", "kubectl"}
+
 // kubeBins returns the folder of the control-plane binaries, building them
 // (with progress on the terminal) the first time.
 func (e *env) kubeBins(ctx context.Context) (string, error) {
@@ -344,7 +349,7 @@ func (e *env) kubeBins(ctx context.Context) (string, error) {
 		return "", errors.New("control-plane binaries: run from the stratus repository or pass --kube-bin-dir")
 	}
 	script := filepath.Join(e.opts.RepoRoot, "hack", "kubebins", "build.sh")
-	build := exec.CommandContext(ctx, script)
+	build := exec.CommandContext(ctx, script, devKubeBins...)
 	build.Dir = e.opts.RepoRoot
 	build.Stdout, build.Stderr = e.out, e.out
 	if err := build.Run(); err != nil {
