@@ -29,10 +29,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
-	"github.com/stratus-ccm/stratus/internal/annotation"
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/echo"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/pkg/annotations"
 )
 
 // upstream behavior B11: a class-less LB Service gets the finalizer before the
@@ -605,7 +605,7 @@ func TestInvalidAnnotation(t *testing.T) {
 	c := newTestCloud()
 	h := start(t, c, nil, Options{RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second})
 	h.createNodes(0, 1)
-	name := annotation.LBHealthCheckInterval.Name
+	name := annotations.LBHealthCheckInterval.Name
 	h.createService(lbService("web", func(s *v1.Service) { s.Annotations[name] = "often" }))
 	cond := h.waitCondition("web", ReasonInvalidConfiguration, 20*time.Second)
 	if !strings.Contains(cond.Message, name) {
@@ -636,10 +636,10 @@ func TestInvalidAnnotationLongValues(t *testing.T) {
 	const n, size = 12, 20000
 	h.createService(lbService("web", func(s *v1.Service) {
 		for i := range n {
-			s.Annotations[fmt.Sprintf("%sunknown-%02d", annotation.Prefix, i)] = strings.Repeat("v", size)
+			s.Annotations[fmt.Sprintf("%sunknown-%02d", annotations.Prefix, i)] = strings.Repeat("v", size)
 		}
 	}))
-	first := fmt.Sprintf(`invalid annotation %sunknown-00="%s"...[%d bytes]: unknown stratus annotation`, annotation.Prefix, strings.Repeat("v", echo.MaxValue), size)
+	first := fmt.Sprintf(`invalid annotation %sunknown-00="%s"...[%d bytes]: unknown stratus annotation`, annotations.Prefix, strings.Repeat("v", echo.MaxValue), size)
 	check := func(what, msg string) {
 		t.Helper()
 		if !strings.Contains(msg, first) {

@@ -13,7 +13,7 @@
 //     over a short window and each load balancer gets at most one
 //     UpdateLoadBalancer per window;
 //   - a LoadBalancerReady condition on the Service besides events, and validation of
-//     stratus's annotations (internal/annotation) before the cloud is called;
+//     stratus's annotations (pkg/annotations) before the cloud is called;
 //   - drift repair: every resync period each load balancer is checked with
 //     GetLoadBalancer and re-ensured when missing or different;
 //   - orphan removal: load balancers the provider lists as this cluster's whose

@@ -16,9 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	"github.com/stratus-ccm/stratus/internal/annotation"
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/echo"
+	"github.com/stratus-ccm/stratus/pkg/annotations"
 )
 
 // Reconcile syncs one Service's load balancer. It never waits for the cloud to
@@ -130,11 +130,11 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	key := client.ObjectKeyFromObject(svc)
 	logger := log.FromContext(ctx).WithValues("provider", p.Name())
 
-	if err := annotation.Validate(svc); err != nil {
+	if err := annotations.Validate(svc); err != nil {
 		// Not retried: the Service's next change brings it back.
 		c.recorder.Eventf(svc, v1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing load balancer: %v", err)
 		logger.Info("invalid configuration; waiting for the Service to change",
-			"annotations", shortenAll(annotation.InvalidNames(err)), "error", echo.Shorten(err.Error(), echo.MaxMessage))
+			"annotations", shortenAll(annotations.InvalidNames(err)), "error", echo.Shorten(err.Error(), echo.MaxMessage))
 		return reconcile.Result{}, c.setCondition(ctx, svc, notReady(ReasonInvalidConfiguration, err))
 	}
 

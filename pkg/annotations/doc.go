@@ -1,4 +1,4 @@
-// Package annotation is the registry of stratus's own Service annotations.
+// Package annotations is the registry of stratus's own Service annotations.
 //
 // Every annotation stratus defines is declared here once, as a typed Key with its
 // documentation, default and validation. Controllers validate a Service's stratus
@@ -6,8 +6,8 @@
 // value becomes a clear error naming the annotation instead of a half-applied load
 // balancer; providers read the values through the typed keys. The user
 // documentation, docs/annotations.md, is generated from the registry
-// (`go run ./internal/annotation/gen`), and a test fails when it is stale.
+// (`go run ./pkg/annotations/internal/gen`), and a test fails when it is stale.
 //
 // Annotations a provider defines for itself are the provider's business: providers
 // receive the whole Service and read them directly.
-package annotation
+package annotations

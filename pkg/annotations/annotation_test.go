@@ -1,4 +1,4 @@
-package annotation
+package annotations
 
 import (
 	"bytes"
@@ -179,10 +179,10 @@ func TestDocsUpToDate(t *testing.T) {
 	const path = "../../docs/annotations.md"
 	got, err := os.ReadFile(path)
 	if err != nil {
-		t.Fatalf("%v: run `go run ./internal/annotation/gen` from the repository root", err)
+		t.Fatalf("%v: run `go run ./pkg/annotations/internal/gen` from the repository root", err)
 	}
 	if !bytes.Equal(got, Markdown()) {
-		t.Fatalf("%s is stale: run `go run ./internal/annotation/gen` from the repository root", path)
+		t.Fatalf("%s is stale: run `go run ./pkg/annotations/internal/gen` from the repository root", path)
 	}
 }
 
