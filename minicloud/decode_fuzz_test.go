@@ -58,6 +58,7 @@ func decodeAndValidate(kind uint8, body []byte) (any, error) {
 func FuzzDecodeRequest(f *testing.F) {
 	f.Add(uint8(0), []byte(`{"name":"n1","type":"mc.small","zone":"mc-central-a","public_ip":true,"tags":{"k":"v"}}`))
 	f.Add(uint8(1), []byte(`{"name":"web","listeners":[{"protocol":"TCP","port":80,"target_port":30080}],"targets":[{"instance_id":"i-1"},{"ip":"10.0.0.1"}],"health_check":{"protocol":"HTTP","port":10256,"path":"/healthz","interval_seconds":5},"source_ranges":["10.0.0.7/8"]}`))
+	f.Add(uint8(1), []byte(`{"name":"web","listeners":[{"protocol":"TCP","port":80,"target_port":30080}],"health_check":{"protocol":"TCP","interval_seconds":5,"timeout_seconds":3,"unhealthy_threshold":4},"algorithm":"source_ip","idle_timeout_seconds":60,"proxy_protocol":true}`))
 	f.Add(uint8(2), []byte(`{"listeners":[{"protocol":"UDP","port":53,"target_port":30053}]}`))
 	f.Add(uint8(3), []byte(`{"destination_cidr":"10.244.0.0/24","target_instance_id":"i-1"}`))
 	f.Add(uint8(4), []byte(`{"error_rate":0.1,"throttle_rate":0.2,"latency_ms":50,"operations":["GET /v1/instances"]}`))

@@ -1,6 +1,7 @@
 package minicloud
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"net/netip"
@@ -18,10 +19,14 @@ import (
 // TargetHealth, which is observed, not stored.
 type lbRecord = api.LoadBalancer
 
-// Health check defaults.
+// Health check defaults and limits (seconds, probes).
 const (
 	defaultHealthInterval = 5 * time.Second
+	defaultHealthTimeout  = 2 * time.Second
 	maxHealthInterval     = 300
+	maxHealthTimeout      = 60
+	maxUnhealthyThreshold = 10
+	maxIdleTimeout        = 3600
 )
 
 // validateLBSpec checks spec and normalizes it (source ranges masked).
@@ -85,6 +90,22 @@ func validateLBSpec(spec *api.LoadBalancerSpec, create bool) error {
 		if hc.IntervalSeconds < 0 || hc.IntervalSeconds > maxHealthInterval {
 			return errInvalid("health_check interval_seconds %d out of range 1-%d", hc.IntervalSeconds, maxHealthInterval)
 		}
+		if hc.TimeoutSeconds < 0 || hc.TimeoutSeconds > maxHealthTimeout {
+			return errInvalid("health_check timeout_seconds %d out of range 1-%d", hc.TimeoutSeconds, maxHealthTimeout)
+		}
+		// A probe that may outlast the interval would overlap the next one.
+		if interval := cmp.Or(time.Duration(hc.IntervalSeconds)*time.Second, defaultHealthInterval); time.Duration(hc.TimeoutSeconds)*time.Second > interval {
+			return errInvalid("health_check timeout_seconds %d exceeds the interval (%v)", hc.TimeoutSeconds, interval)
+		}
+		if hc.UnhealthyThreshold < 0 || hc.UnhealthyThreshold > maxUnhealthyThreshold {
+			return errInvalid("health_check unhealthy_threshold %d out of range 1-%d", hc.UnhealthyThreshold, maxUnhealthyThreshold)
+		}
+	}
+	if spec.Algorithm != "" && spec.Algorithm != api.AlgorithmRoundRobin && spec.Algorithm != api.AlgorithmSourceIP {
+		return errInvalid("algorithm %q: want %q or %q", spec.Algorithm, api.AlgorithmRoundRobin, api.AlgorithmSourceIP)
+	}
+	if spec.IdleTimeoutSeconds < 0 || spec.IdleTimeoutSeconds > maxIdleTimeout {
+		return errInvalid("idle_timeout_seconds %d out of range 1-%d", spec.IdleTimeoutSeconds, maxIdleTimeout)
 	}
 	for i, r := range spec.SourceRanges {
 		p, err := netip.ParsePrefix(r)
@@ -168,6 +189,9 @@ func applySpec(lb *lbRecord, spec api.LoadBalancerSpec) {
 	}
 	lb.HealthCheck = spec.HealthCheck
 	lb.SourceRanges = spec.SourceRanges
+	lb.Algorithm = spec.Algorithm
+	lb.IdleTimeoutSeconds = spec.IdleTimeoutSeconds
+	lb.ProxyProtocol = spec.ProxyProtocol
 }
 
 func (s *Server) addUnknownHealth(lb *api.LoadBalancer) {
@@ -510,7 +534,12 @@ func (s *Server) reconcileLBs(ids []string) {
 // planSpec translates a stored load balancer into the data plane's terms.
 func planSpec(res *resolver, lb lbRecord) dataplane.Spec {
 	vip, _ := netip.ParseAddr(lb.VIP)
-	spec := dataplane.Spec{VIP: vip}
+	spec := dataplane.Spec{
+		VIP:           vip,
+		SourceIPHash:  lb.Algorithm == api.AlgorithmSourceIP,
+		IdleTimeout:   time.Duration(lb.IdleTimeoutSeconds) * time.Second,
+		ProxyProtocol: lb.ProxyProtocol,
+	}
 	for _, l := range lb.Listeners {
 		spec.Listeners = append(spec.Listeners, dataplane.Listener{Protocol: l.Protocol, Port: l.Port, TargetPort: l.TargetPort})
 	}
@@ -534,9 +563,11 @@ func planSpec(res *resolver, lb lbRecord) dataplane.Spec {
 		}
 	}
 	if hc != nil {
-		spec.HealthCheck = dataplane.HealthCheck{Protocol: hc.Protocol, Port: hc.Port, Path: hc.Path, Interval: defaultHealthInterval}
-		if hc.IntervalSeconds > 0 {
-			spec.HealthCheck.Interval = time.Duration(hc.IntervalSeconds) * time.Second
+		interval := cmp.Or(time.Duration(hc.IntervalSeconds)*time.Second, defaultHealthInterval)
+		spec.HealthCheck = dataplane.HealthCheck{
+			Protocol: hc.Protocol, Port: hc.Port, Path: hc.Path, Interval: interval,
+			Timeout:            cmp.Or(time.Duration(hc.TimeoutSeconds)*time.Second, min(interval, defaultHealthTimeout)),
+			UnhealthyThreshold: hc.UnhealthyThreshold,
 		}
 		if spec.HealthCheck.Port == 0 && len(lb.Listeners) > 0 {
 			spec.HealthCheck.Port = lb.Listeners[0].TargetPort

@@ -101,13 +101,28 @@ type Target struct {
 
 // HealthCheck says how targets are probed: TCP connects, HTTP expects 200
 // from GET Path. Port 0 means the first listener's target port;
-// IntervalSeconds 0 means 5 seconds (at most 300).
+// IntervalSeconds 0 means 5 seconds (at most 300); TimeoutSeconds 0 means
+// 2 seconds or the interval when that is shorter (at most 60, never more than
+// the interval); UnhealthyThreshold 0 means 2 (at most 10).
 type HealthCheck struct {
 	Protocol        string `json:"protocol"`
 	Port            int    `json:"port,omitempty"`
 	Path            string `json:"path,omitempty"`
 	IntervalSeconds int    `json:"interval_seconds,omitempty"`
+	TimeoutSeconds  int    `json:"timeout_seconds,omitempty"`
+	// UnhealthyThreshold is how many consecutive failed probes take a
+	// healthy target out of rotation.
+	UnhealthyThreshold int `json:"unhealthy_threshold,omitempty"`
 }
+
+// Load-balancing algorithms: how a new TCP connection or UDP session picks
+// its target among the healthy ones. Empty means AlgorithmRoundRobin.
+const (
+	AlgorithmRoundRobin = "round_robin"
+	// AlgorithmSourceIP sends every connection from one client address to
+	// the same target while the set of healthy targets stays the same.
+	AlgorithmSourceIP = "source_ip"
+)
 
 // LoadBalancerSpec is the body of POST /v1/load-balancers and of
 // PUT /v1/load-balancers/{id} (where Name must be empty or unchanged).
@@ -118,6 +133,15 @@ type LoadBalancerSpec struct {
 	Targets      []Target          `json:"targets,omitempty"`
 	HealthCheck  *HealthCheck      `json:"health_check,omitempty"`
 	SourceRanges []string          `json:"source_ranges,omitempty"`
+	// Algorithm is one of the Algorithm* constants; empty is round robin.
+	Algorithm string `json:"algorithm,omitempty"`
+	// IdleTimeoutSeconds closes a TCP connection or ends a UDP session after
+	// that long without traffic in either direction (1 to 3600); 0 means no
+	// limit for TCP and 30 seconds for UDP.
+	IdleTimeoutSeconds int `json:"idle_timeout_seconds,omitempty"`
+	// ProxyProtocol sends a PROXY protocol v2 header, with the client's
+	// address and port, at the start of every TCP connection to a target.
+	ProxyProtocol bool `json:"proxy_protocol,omitempty"`
 }
 
 // TargetHealth is the observed health of one target.
@@ -141,9 +165,14 @@ type LoadBalancer struct {
 	Targets      []Target          `json:"targets"`
 	HealthCheck  *HealthCheck      `json:"health_check,omitempty"`
 	SourceRanges []string          `json:"source_ranges,omitempty"`
-	TargetHealth []TargetHealth    `json:"target_health"`
-	CreatedAt    time.Time         `json:"created_at"`
-	UpdatedAt    time.Time         `json:"updated_at"`
+	// Algorithm, IdleTimeoutSeconds and ProxyProtocol are as in
+	// LoadBalancerSpec.
+	Algorithm          string         `json:"algorithm,omitempty"`
+	IdleTimeoutSeconds int            `json:"idle_timeout_seconds,omitempty"`
+	ProxyProtocol      bool           `json:"proxy_protocol,omitempty"`
+	TargetHealth       []TargetHealth `json:"target_health"`
+	CreatedAt          time.Time      `json:"created_at"`
+	UpdatedAt          time.Time      `json:"updated_at"`
 }
 
 // Route states.

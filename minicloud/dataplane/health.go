@@ -29,7 +29,14 @@ type checker struct {
 func (p *Plane) startChecker(k checkKey) *checker {
 	ctx, cancel := context.WithCancel(p.ctx)
 	c := &checker{cancel: cancel, done: make(chan struct{}), state: Health{State: "unknown", Reason: "not probed yet"}}
-	timeout := min(k.hc.Interval, 2*time.Second)
+	timeout := k.hc.Timeout
+	if timeout <= 0 {
+		timeout = min(k.hc.Interval, 2*time.Second)
+	}
+	opts := p.opts
+	if k.hc.UnhealthyThreshold > 0 {
+		opts.UnhealthyThreshold = k.hc.UnhealthyThreshold
+	}
 	go func() {
 		defer close(c.done)
 		t := time.NewTicker(k.hc.Interval)
@@ -39,7 +46,7 @@ func (p *Plane) startChecker(k checkKey) *checker {
 			if ctx.Err() != nil {
 				return
 			}
-			c.record(err, p.opts)
+			c.record(err, opts)
 			select {
 			case <-ctx.Done():
 				return

@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"net"
 	"net/http"
 	"net/netip"
@@ -40,6 +41,11 @@ type HealthCheck struct {
 	Port     int
 	Path     string
 	Interval time.Duration
+	// Timeout bounds one probe; 0 means the interval or 2s, whichever is
+	// shorter.
+	Timeout time.Duration
+	// UnhealthyThreshold overrides Options.UnhealthyThreshold when not 0.
+	UnhealthyThreshold int
 }
 
 // Listener is one front-end port.
@@ -56,6 +62,15 @@ type Spec struct {
 	Backends     []Backend
 	HealthCheck  HealthCheck
 	SourceRanges []netip.Prefix // empty admits every source
+	// SourceIPHash picks a client's backend from its address, so that its
+	// connections all reach the same backend; otherwise round robin.
+	SourceIPHash bool
+	// IdleTimeout, when not 0, closes a TCP connection without traffic for
+	// that long and replaces Options.UDPIdleTimeout for UDP sessions.
+	IdleTimeout time.Duration
+	// ProxyProtocol sends a PROXY protocol v2 header with the client's
+	// address first on every TCP connection to a backend.
+	ProxyProtocol bool
 }
 
 // Health is the observed health of one backend.
@@ -182,10 +197,13 @@ type closer interface{ Close() }
 // table is what a listener consults for every new connection; it is
 // replaced as a whole on every Apply so connections see a consistent view.
 type table struct {
-	backends    []route
-	ranges      []netip.Prefix
-	targetPorts map[listenerKey]int
-	next        atomic.Uint64
+	backends     []route
+	ranges       []netip.Prefix
+	targetPorts  map[listenerKey]int
+	next         atomic.Uint64
+	sourceIPHash bool
+	idleTimeout  time.Duration
+	proxy        bool
 }
 
 type route struct {
@@ -213,7 +231,8 @@ func (p *Plane) Apply(id string, spec Spec) error {
 	// Health checkers: acquire the new ones before releasing the old, so
 	// unchanged targets keep their checker and its verdict.
 	checkers := map[checkKey]bool{}
-	t := &table{ranges: spec.SourceRanges, targetPorts: map[listenerKey]int{}}
+	t := &table{ranges: spec.SourceRanges, targetPorts: map[listenerKey]int{},
+		sourceIPHash: spec.SourceIPHash, idleTimeout: spec.IdleTimeout, proxy: spec.ProxyProtocol}
 	for _, be := range spec.Backends {
 		r := route{addr: be.Addr, down: be.Down}
 		if r.down == "" && !be.Addr.IsValid() {
@@ -387,11 +406,12 @@ func (t *table) admits(src netip.Addr) bool {
 	return false
 }
 
-// pick returns the backends to try for a new connection on listener k:
-// every eligible backend, starting at the next one in round-robin order.
-// Targets of unknown health (not probed yet) are eligible, as are all
+// pick returns the backends to try for a new connection from src on
+// listener k: every eligible backend, starting at the next one in
+// round-robin order, or with SourceIPHash at the one src's address hashes
+// to. Targets of unknown health (not probed yet) are eligible, as are all
 // targets that are not down when there is no health check.
-func (t *table) pick(k listenerKey) []netip.AddrPort {
+func (t *table) pick(k listenerKey, src netip.Addr) []netip.AddrPort {
 	port, ok := t.targetPorts[k]
 	if !ok {
 		return nil
@@ -405,6 +425,13 @@ func (t *table) pick(k listenerKey) []netip.AddrPort {
 	if len(eligible) == 0 {
 		return nil
 	}
-	start := int(t.next.Add(1)-1) % len(eligible)
+	var start int
+	if t.sourceIPHash {
+		h := fnv.New32a()
+		h.Write(src.Unmap().AsSlice())
+		start = int(h.Sum32() % uint32(len(eligible)))
+	} else {
+		start = int(t.next.Add(1)-1) % len(eligible)
+	}
 	return append(eligible[start:], eligible[:start]...)
 }

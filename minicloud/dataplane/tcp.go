@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 )
@@ -89,7 +91,7 @@ func (p *Plane) proxyTCP(b *balancer, k listenerKey, l *tcpListener, client net.
 		return
 	}
 	var backend net.Conn
-	for _, ap := range t.pick(k) {
+	for _, ap := range t.pick(k, src.Addr()) {
 		d := net.Dialer{Timeout: p.opts.DialTimeout}
 		backend, err = d.DialContext(p.ctx, "tcp", ap.String())
 		if err == nil {
@@ -107,9 +109,21 @@ func (p *Plane) proxyTCP(b *balancer, k listenerKey, l *tcpListener, client net.
 	}
 	defer l.untrack(backend)
 	defer backend.Close()
+	if t.proxy {
+		dst, err := netip.ParseAddrPort(client.LocalAddr().String())
+		if err == nil {
+			_, err = backend.Write(proxyHeader(src, dst))
+		}
+		if err != nil {
+			log.V(1).Info("send PROXY header failed", "backend", backend.RemoteAddr().String(), "err", err.Error())
+			return
+		}
+	}
+	idle := newIdleTimer(t.idleTimeout, client, backend)
+	defer idle.stop()
 	done := make(chan struct{}, 2)
 	pipe := func(dst, src net.Conn) {
-		io.Copy(dst, src)
+		idle.copy(dst, src)
 		if cw, ok := dst.(interface{ CloseWrite() error }); ok {
 			cw.CloseWrite()
 		}
@@ -119,4 +133,61 @@ func (p *Plane) proxyTCP(b *balancer, k listenerKey, l *tcpListener, client net.
 	go pipe(client, backend)
 	<-done
 	<-done
+}
+
+// idleTimer closes both sides of a proxied connection once no byte has
+// passed in either direction for its timeout; with timeout 0 it does nothing
+// but copy.
+type idleTimer struct {
+	timeout time.Duration
+	last    atomic.Int64 // unix nanoseconds of the last traffic
+	timer   *time.Timer
+}
+
+func newIdleTimer(timeout time.Duration, conns ...net.Conn) *idleTimer {
+	it := &idleTimer{timeout: timeout}
+	if timeout <= 0 {
+		return it
+	}
+	it.last.Store(time.Now().UnixNano())
+	var check func()
+	check = func() {
+		left := time.Until(time.Unix(0, it.last.Load()).Add(timeout))
+		if left > 0 {
+			it.timer.Reset(left)
+			return
+		}
+		for _, c := range conns {
+			c.Close()
+		}
+	}
+	it.timer = time.AfterFunc(timeout, check)
+	return it
+}
+
+// copy copies src to dst until either fails, noting the traffic.
+func (it *idleTimer) copy(dst, src net.Conn) {
+	if it.timeout <= 0 {
+		io.Copy(dst, src)
+		return
+	}
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			it.last.Store(time.Now().UnixNano())
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (it *idleTimer) stop() {
+	if it.timer != nil {
+		it.timer.Stop()
+	}
 }

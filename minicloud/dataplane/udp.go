@@ -90,7 +90,7 @@ func (p *Plane) udpSession(b *balancer, k listenerKey, l *udpListener, src netip
 	if !t.admits(src.Addr()) {
 		return nil
 	}
-	backends := t.pick(k)
+	backends := t.pick(k, src.Addr())
 	if len(backends) == 0 {
 		return nil
 	}
@@ -98,6 +98,10 @@ func (p *Plane) udpSession(b *balancer, k listenerKey, l *udpListener, src netip
 	if err != nil {
 		log.V(1).Info("dial backend failed", "backend", backends[0].String(), "err", err.Error())
 		return nil
+	}
+	idle := p.opts.UDPIdleTimeout
+	if t.idleTimeout > 0 {
+		idle = t.idleTimeout
 	}
 	s := &udpSession{upstream: up, last: time.Now()}
 	l.sessions[src] = s
@@ -112,11 +116,11 @@ func (p *Plane) udpSession(b *balancer, k listenerKey, l *udpListener, src netip
 		}()
 		buf := make([]byte, 64*1024)
 		for {
-			up.SetReadDeadline(time.Now().Add(p.opts.UDPIdleTimeout))
+			up.SetReadDeadline(time.Now().Add(idle))
 			n, err := up.Read(buf)
 			if err != nil {
 				var ne net.Error
-				if errors.As(err, &ne) && ne.Timeout() && s.idleFor() < p.opts.UDPIdleTimeout {
+				if errors.As(err, &ne) && ne.Timeout() && s.idleFor() < idle {
 					continue
 				}
 				if errors.As(err, &ne) && ne.Timeout() || errors.Is(err, net.ErrClosed) {
@@ -124,7 +128,7 @@ func (p *Plane) udpSession(b *balancer, k listenerKey, l *udpListener, src netip
 				}
 				// ICMP port unreachable and the like: keep the session
 				// until it idles out, as a NAT would.
-				if s.idleFor() >= p.opts.UDPIdleTimeout {
+				if s.idleFor() >= idle {
 					return
 				}
 				continue

@@ -2,11 +2,14 @@ package minicloudtest
 
 import (
 	"bufio"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,7 +22,9 @@ import (
 // balancers in tests: a TCP connection first receives the backend's name
 // and a newline, then an echo of what it sends; a UDP datagram is answered
 // with "name:payload"; the optional HTTP health endpoint /healthz answers
-// 200 while healthy and 503 otherwise.
+// 200 while healthy and 503 otherwise. A backend started with ProxyProtocol
+// first reads a PROXY protocol v2 header from every TCP connection, as a
+// server configured for it does, and closes connections without one.
 type Backend struct {
 	// Name identifies the backend in its answers.
 	Name string
@@ -35,6 +40,11 @@ type Backend struct {
 	wg  sync.WaitGroup
 
 	healthy atomic.Bool
+	hang    atomic.Bool
+	probes  []Probe
+
+	proxy   bool
+	clients []string // sources from PROXY headers, in arrival order
 }
 
 // BackendOptions say what a Backend serves.
@@ -46,12 +56,15 @@ type BackendOptions struct {
 	Port int
 	// HealthPort, when not 0, serves HTTP /healthz on IP:HealthPort.
 	HealthPort int
+	// ProxyProtocol makes TCP connections start with a PROXY protocol v2
+	// header (see ProxyClients); connections without one get no answer.
+	ProxyProtocol bool
 }
 
 // StartBackend starts a backend on ip until the test ends.
 func StartBackend(t testing.TB, name, ip string, o BackendOptions) *Backend {
 	t.Helper()
-	b := &Backend{t: t, Name: name, IP: ip, Port: o.Port}
+	b := &Backend{t: t, Name: name, IP: ip, Port: o.Port, proxy: o.ProxyProtocol}
 	b.healthy.Store(true)
 	if o.TCP {
 		b.RestartTCP()
@@ -82,11 +95,19 @@ func StartBackend(t testing.TB, name, ip string, o BackendOptions) *Backend {
 			t.Fatalf("backend %s health: %v", name, err)
 		}
 		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/healthz" && b.healthy.Load() {
-				w.WriteHeader(http.StatusOK)
+			start := time.Now()
+			if b.hang.Load() {
+				// Answer nothing until the prober gives up and hangs up.
+				<-r.Context().Done()
+				b.logProbe(Probe{At: start, Hung: time.Since(start)})
 				return
 			}
-			w.WriteHeader(http.StatusServiceUnavailable)
+			status := http.StatusServiceUnavailable
+			if r.URL.Path == "/healthz" && b.healthy.Load() {
+				status = http.StatusOK
+			}
+			b.logProbe(Probe{At: start, Status: status})
+			w.WriteHeader(status)
 		})}
 		go srv.Serve(ln)
 		t.Cleanup(func() { srv.Close() })
@@ -103,6 +124,34 @@ func StartBackend(t testing.TB, name, ip string, o BackendOptions) *Backend {
 
 // SetHealthy makes /healthz answer 200 (true) or 503 (false).
 func (b *Backend) SetHealthy(ok bool) { b.healthy.Store(ok) }
+
+// SetHanging makes /healthz answer nothing (true) until the prober closes
+// the connection, as a wedged server does; false answers again.
+func (b *Backend) SetHanging(hang bool) { b.hang.Store(hang) }
+
+// Probe is one request to the backend's HTTP health endpoint.
+type Probe struct {
+	// At is when the request arrived.
+	At time.Time
+	// Status is the HTTP status answered; 0 when the backend was hanging.
+	Status int
+	// Hung is how long a hanging backend held the request before the
+	// prober hung up.
+	Hung time.Duration
+}
+
+// Probes returns the requests to the health endpoint so far, in order.
+func (b *Backend) Probes() []Probe {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.probes)
+}
+
+func (b *Backend) logProbe(p Probe) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.probes = append(b.probes, p)
+}
 
 // RestartTCP listens for TCP on IP:Port (again, after StopTCP).
 func (b *Backend) RestartTCP() {
@@ -127,11 +176,69 @@ func (b *Backend) RestartTCP() {
 			go func() {
 				defer b.wg.Done()
 				defer c.Close()
+				var in io.Reader = c
+				if b.proxy {
+					r := bufio.NewReader(c)
+					src, err := ReadProxyHeader(r)
+					if err != nil {
+						b.t.Logf("backend %s: %v", b.Name, err)
+						return
+					}
+					b.mu.Lock()
+					b.clients = append(b.clients, src)
+					b.mu.Unlock()
+					in = r
+				}
 				fmt.Fprintf(c, "%s\n", b.Name)
-				io.Copy(c, c)
+				io.Copy(c, in)
 			}()
 		}
 	}()
+}
+
+// ProxyClients returns the client addresses (ip:port) the PROXY headers
+// of the backend's TCP connections carried, in arrival order.
+func (b *Backend) ProxyClients() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Clone(b.clients)
+}
+
+// ReadProxyHeader reads a PROXY protocol v2 header of a TCP connection
+// (command PROXY, family TCP over IPv4 or IPv6) from r and returns the
+// source address and port it carries. Anything else is an error: a
+// connection that does not start with the header, another version, a
+// LOCAL command, a truncated header.
+func ReadProxyHeader(r io.Reader) (string, error) {
+	var fixed [16]byte
+	if _, err := io.ReadFull(r, fixed[:]); err != nil {
+		return "", fmt.Errorf("PROXY header: %w", err)
+	}
+	if string(fixed[:12]) != "\r\n\r\n\x00\r\nQUIT\n" {
+		return "", fmt.Errorf("PROXY header: no v2 signature in %q", fixed[:12])
+	}
+	if fixed[12] != 0x21 {
+		return "", fmt.Errorf("PROXY header: version/command byte %#x, want 0x21 (v2, PROXY)", fixed[12])
+	}
+	body := make([]byte, binary.BigEndian.Uint16(fixed[14:16]))
+	if _, err := io.ReadFull(r, body); err != nil {
+		return "", fmt.Errorf("PROXY header: addresses: %w", err)
+	}
+	var n int
+	switch fixed[13] {
+	case 0x11: // TCP over IPv4
+		n = 4
+	case 0x21: // TCP over IPv6
+		n = 16
+	default:
+		return "", fmt.Errorf("PROXY header: family/protocol byte %#x, want TCP over IPv4 or IPv6", fixed[13])
+	}
+	if len(body) < 2*n+4 {
+		return "", fmt.Errorf("PROXY header: %d bytes of addresses, want at least %d", len(body), 2*n+4)
+	}
+	src, _ := netip.AddrFromSlice(body[:n])
+	port := binary.BigEndian.Uint16(body[2*n : 2*n+2])
+	return netip.AddrPortFrom(src.Unmap(), port).String(), nil
 }
 
 // StopTCP closes the TCP listener, so connections to the backend are

@@ -251,6 +251,15 @@ func intIn(lo, hi int) func(string) (int, error) {
 	}
 }
 
+func oneOf(values ...string) func(string) (string, error) {
+	return func(s string) (string, error) {
+		if !slices.Contains(values, s) {
+			return "", fmt.Errorf("not one of %s", strings.Join(values, ", "))
+		}
+		return s, nil
+	}
+}
+
 func parseBool(s string) (bool, error) {
 	b, err := strconv.ParseBool(s)
 	if err != nil {

@@ -2,13 +2,15 @@ package annotations
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
+	gocmp "github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -16,6 +18,8 @@ func objWith(ann map[string]string) *metav1.ObjectMeta {
 	return &metav1.ObjectMeta{Name: "web", Namespace: "default", Annotations: ann}
 }
 
+// TestDurationKey: a key without a registry default gives the zero value
+// (the provider's default) when absent or invalid.
 func TestDurationKey(t *testing.T) {
 	name := LBHealthCheckInterval.Name
 	tests := []struct {
@@ -25,13 +29,13 @@ func TestDurationKey(t *testing.T) {
 		wantSet bool
 		wantErr bool
 	}{
-		{desc: "absent gives default", want: 10 * time.Second},
+		{desc: "absent: the provider's default"},
 		{desc: "valid", ann: map[string]string{name: "30s"}, want: 30 * time.Second, wantSet: true},
 		{desc: "lower bound", ann: map[string]string{name: "1s"}, want: time.Second, wantSet: true},
-		{desc: "below range", ann: map[string]string{name: "500ms"}, want: 10 * time.Second, wantSet: true, wantErr: true},
-		{desc: "above range", ann: map[string]string{name: "6m"}, want: 10 * time.Second, wantSet: true, wantErr: true},
-		{desc: "not a duration", ann: map[string]string{name: "10"}, want: 10 * time.Second, wantSet: true, wantErr: true},
-		{desc: "empty", ann: map[string]string{name: ""}, want: 10 * time.Second, wantSet: true, wantErr: true},
+		{desc: "below range", ann: map[string]string{name: "500ms"}, want: 0, wantSet: true, wantErr: true},
+		{desc: "above range", ann: map[string]string{name: "6m"}, want: 0, wantSet: true, wantErr: true},
+		{desc: "not a duration", ann: map[string]string{name: "10"}, want: 0, wantSet: true, wantErr: true},
+		{desc: "empty", ann: map[string]string{name: ""}, want: 0, wantSet: true, wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -46,6 +50,27 @@ func TestDurationKey(t *testing.T) {
 				t.Errorf("error %q does not name the annotation", err)
 			}
 		})
+	}
+}
+
+// TestStringKeyDefault: a key with a registry default gives it when absent
+// or invalid, and rejects values outside its list naming them.
+func TestStringKeyDefault(t *testing.T) {
+	name := LBAlgorithm.Name
+	for _, tc := range []struct {
+		ann     map[string]string
+		want    string
+		wantErr string
+	}{
+		{ann: nil, want: AlgorithmRoundRobin},
+		{ann: map[string]string{name: AlgorithmSourceIP}, want: AlgorithmSourceIP},
+		{ann: map[string]string{name: "least-connections"}, want: AlgorithmRoundRobin,
+			wantErr: `invalid annotation ` + name + `="least-connections": not one of round-robin, source-ip`},
+	} {
+		got, _, err := LBAlgorithm.Get(objWith(tc.ann))
+		if got != tc.want || fmt.Sprint(err) != cmp.Or(tc.wantErr, "<nil>") {
+			t.Errorf("Get(%v) = %q, %v; want %q, %s", tc.ann, got, err, tc.want, cmp.Or(tc.wantErr, "<nil>"))
+		}
 	}
 }
 
@@ -145,7 +170,7 @@ func TestValidate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			err := Validate(objWith(tt.ann))
-			if diff := cmp.Diff(tt.want, InvalidNames(err)); diff != "" {
+			if diff := gocmp.Diff(tt.want, InvalidNames(err)); diff != "" {
 				t.Errorf("invalid names (-want +got):\n%s", diff)
 			}
 			if (err != nil) != (len(tt.want) > 0) {

@@ -19,6 +19,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
+	"github.com/stratus-ccm/stratus/pkg/annotations"
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
 
@@ -28,6 +29,10 @@ const ProvisioningRetry = 2 * time.Second
 
 // healthCheckPath is kube-proxy's health endpoint on healthCheckNodePort.
 const healthCheckPath = "/healthz"
+
+// defaultHealthIntervalSeconds is minicloud's health-check interval when the
+// spec sets none (api.HealthCheck).
+const defaultHealthIntervalSeconds = 5
 
 // ErrUnsupported is wrapped by the errors for Service settings minicloud
 // cannot implement.
@@ -239,7 +244,12 @@ func statusOf(lb *api.LoadBalancer) *v1.LoadBalancerStatus {
 	if lb.State != api.LBActive {
 		return nil
 	}
+	// With the PROXY protocol the backends expect a header only the load
+	// balancer sends: kube-proxy must not short-circuit traffic to the VIP.
 	mode := v1.LoadBalancerIPModeVIP
+	if lb.ProxyProtocol {
+		mode = v1.LoadBalancerIPModeProxy
+	}
 	ing := v1.LoadBalancerIngress{IP: lb.VIP, IPMode: &mode}
 	for _, ln := range lb.Listeners {
 		ing.Ports = append(ing.Ports, v1.PortStatus{Port: int32(ln.Port), Protocol: v1.Protocol(ln.Protocol)})
@@ -291,6 +301,9 @@ func specOf(clusterName string, svc *v1.Service) (api.LoadBalancerSpec, error) {
 	case tcpPort != 0:
 		spec.HealthCheck = &api.HealthCheck{Protocol: api.ProtocolTCP, Port: tcpPort}
 	}
+	if err := applyAnnotations(svc, &spec); err != nil {
+		return spec, err
+	}
 	ranges, err := servicehelpers.GetLoadBalancerSourceRanges(svc)
 	if err != nil {
 		return spec, err
@@ -300,6 +313,54 @@ func specOf(clusterName string, svc *v1.Service) (api.LoadBalancerSpec, error) {
 		slices.Sort(spec.SourceRanges)
 	}
 	return spec, nil
+}
+
+// applyAnnotations applies the Service's stratus annotations
+// (pkg/annotations) to spec, whose health check is already chosen. The
+// controller validated them, but an upstream manager does not, so a bad
+// value is an error here too.
+func applyAnnotations(svc *v1.Service, spec *api.LoadBalancerSpec) error {
+	hc := spec.HealthCheck
+	if hc == nil {
+		hc = &api.HealthCheck{} // only to detect settings without a health check
+	}
+	var hcKeys []string // the health-check annotations present
+	seconds := func(k *annotations.Key[time.Duration], dst *int) error {
+		d, ok, err := k.Get(svc)
+		if ok && err == nil {
+			*dst = int((d + time.Second - 1) / time.Second)
+		}
+		return err
+	}
+	for _, k := range []*annotations.Info{&annotations.LBHealthCheckInterval.Info, &annotations.LBHealthCheckTimeout.Info, &annotations.LBHealthCheckUnhealthyThreshold.Info} {
+		if _, ok := svc.Annotations[k.Name]; ok {
+			hcKeys = append(hcKeys, k.Name)
+		}
+	}
+	threshold, _, terr := annotations.LBHealthCheckUnhealthyThreshold.Get(svc)
+	proxy, _, perr := annotations.LBProxyProtocol.Get(svc)
+	algorithm, _, aerr := annotations.LBAlgorithm.Get(svc)
+	if err := errors.Join(
+		seconds(annotations.LBHealthCheckInterval, &hc.IntervalSeconds),
+		seconds(annotations.LBHealthCheckTimeout, &hc.TimeoutSeconds),
+		terr,
+		seconds(annotations.LBIdleTimeout, &spec.IdleTimeoutSeconds),
+		perr, aerr); err != nil {
+		return err
+	}
+	if spec.HealthCheck == nil && len(hcKeys) > 0 {
+		return fmt.Errorf("annotation %s: the Service has no health check (no TCP port and not externalTrafficPolicy: Local), so health-check settings are %w", hcKeys[0], ErrUnsupported)
+	}
+	hc.UnhealthyThreshold = threshold
+	if interval := cmp.Or(hc.IntervalSeconds, defaultHealthIntervalSeconds); hc.TimeoutSeconds > interval {
+		return fmt.Errorf("annotation %s: %ds is longer than the health-check interval (%ds, %s)",
+			annotations.LBHealthCheckTimeout.Name, hc.TimeoutSeconds, interval, annotations.LBHealthCheckInterval.Name)
+	}
+	spec.ProxyProtocol = proxy
+	if algorithm == annotations.AlgorithmSourceIP {
+		spec.Algorithm = api.AlgorithmSourceIP
+	}
+	return nil
 }
 
 // targetsOf returns the targets of nodes, sorted: the instances of minicloud
@@ -406,7 +467,8 @@ func (l *loadBalancers) send(ctx context.Context, what string, targets []api.Tar
 
 // specFrom is the spec that recreates lb as it is.
 func specFrom(lb *api.LoadBalancer) api.LoadBalancerSpec {
-	return api.LoadBalancerSpec{Tags: lb.Tags, Listeners: lb.Listeners, Targets: lb.Targets, HealthCheck: lb.HealthCheck, SourceRanges: lb.SourceRanges}
+	return api.LoadBalancerSpec{Tags: lb.Tags, Listeners: lb.Listeners, Targets: lb.Targets, HealthCheck: lb.HealthCheck, SourceRanges: lb.SourceRanges,
+		Algorithm: lb.Algorithm, IdleTimeoutSeconds: lb.IdleTimeoutSeconds, ProxyProtocol: lb.ProxyProtocol}
 }
 
 // sameSpec reports whether lb already is what spec asks for.

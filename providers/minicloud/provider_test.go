@@ -200,13 +200,19 @@ type lbFixture struct {
 }
 
 func newLBFixture(t *testing.T) *lbFixture {
+	return newLBFixtureWith(t, minicloudtest.BackendOptions{})
+}
+
+// newLBFixtureWith is newLBFixture with backends that also have o's
+// settings (ProxyProtocol).
+func newLBFixtureWith(t *testing.T, o minicloudtest.BackendOptions) *lbFixture {
 	mc, c := startCloud(t, minicloudtest.Options{LBProvisionDelay: 200 * time.Millisecond})
 	lb, _ := c.LoadBalancer()
 	f := &lbFixture{mc: mc, cloud: c, lb: lb}
 	healthPort := freePort(t)
 	for i, name := range []string{"node-a", "node-b"} {
 		inst := createInstance(t, mc, name, false)
-		be := minicloudtest.StartBackend(t, name, inst.PrivateIP, minicloudtest.BackendOptions{TCP: true, UDP: true, Port: int(f.nodePort), HealthPort: healthPort})
+		be := minicloudtest.StartBackend(t, name, inst.PrivateIP, minicloudtest.BackendOptions{TCP: true, UDP: true, Port: int(f.nodePort), HealthPort: healthPort, ProxyProtocol: o.ProxyProtocol})
 		if i == 0 {
 			f.nodePort = int32(be.Port)
 		}
