@@ -124,12 +124,13 @@ func (c *instanceCache) knownGone(node *v1.Node) bool {
 }
 
 // lookup returns the node's instance, nil when it does not exist, ErrEmptyListing
-// when the listing is empty, or the listing's error.
+// when the listing is empty, or the listing's error. Its errors name neither the
+// provider nor the node: the Provider method that asked adds them, once.
 func (c *instanceCache) lookup(ctx context.Context, node *v1.Node) (*pcp.Instance, error) {
 	start := c.p.clock.Now()
 	snap, listed, err := c.get(ctx, c.freshSince(start))
 	if err != nil {
-		return nil, fmt.Errorf("instance of node %s: %w", node.Name, err)
+		return nil, err
 	}
 	inst := snap.Find(node)
 	// A miss counts only if the listing started after the node was created (its
@@ -142,7 +143,7 @@ func (c *instanceCache) lookup(ctx context.Context, node *v1.Node) (*pcp.Instanc
 	if inst == nil && snap.startedAt.Before(notBefore) {
 		var relisted bool
 		if snap, relisted, err = c.get(ctx, notBefore); err != nil {
-			return nil, fmt.Errorf("instance of node %s: %w", node.Name, err)
+			return nil, err
 		}
 		listed = listed || relisted
 		inst = snap.Find(node)
@@ -153,7 +154,7 @@ func (c *instanceCache) lookup(ctx context.Context, node *v1.Node) (*pcp.Instanc
 		cacheHits.WithLabelValues(c.p.name).Inc()
 	}
 	if inst == nil && len(snap.list) == 0 {
-		return nil, fmt.Errorf("instance of node %s: provider %s: %w", node.Name, c.p.name, ErrEmptyListing)
+		return nil, ErrEmptyListing
 	}
 	return inst, nil
 }
@@ -208,7 +209,7 @@ func (c *instanceCache) listShared(ctx context.Context, notBefore time.Time) (*s
 		return snap, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("provider %s: list instances: %w", c.p.name, err)
+		return nil, fmt.Errorf("list instances: %w", err)
 	}
 	return snap, nil
 }

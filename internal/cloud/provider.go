@@ -202,16 +202,30 @@ var ErrEmptyListing = errors.New("the provider's instance listing is empty")
 // nil) when an InstancesV2 provider returns no metadata. Identical concurrent
 // requests are coalesced into one cloud call.
 func (p *Provider) InstanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
+	md, err := p.instanceMetadata(ctx, node)
+	return md, p.nodeErr("get instance metadata", node, err)
+}
+
+// nodeErr names the provider, the question and the node in err, once for the
+// whole call: the layers below name only what they add.
+func (p *Provider) nodeErr(what string, node *v1.Node, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("provider %s: %s of node %s: %w", p.name, what, node.Name, err)
+}
+
+func (p *Provider) instanceMetadata(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
 	if p.cache != nil {
 		inst, err := p.cache.lookup(ctx, node)
 		if err != nil {
 			return nil, err
 		}
 		if inst == nil {
-			return nil, fmt.Errorf("instance of node %s: %w", node.Name, cloudprovider.InstanceNotFound)
+			return nil, cloudprovider.InstanceNotFound
 		}
 		if inst.MetadataErr != nil {
-			return nil, fmt.Errorf("instance of node %s: %w", node.Name, inst.MetadataErr)
+			return nil, inst.MetadataErr
 		}
 		return copyMetadata(&inst.Metadata), nil
 	}
@@ -243,16 +257,12 @@ func copyMetadata(md *cloudprovider.InstanceMetadata) *cloudprovider.InstanceMet
 func coalesce[T any](ctx context.Context, p *Provider, method string, node *v1.Node, fn func(context.Context) (T, error)) (T, error) {
 	p.coalescing.Add(1)
 	defer p.coalescing.Add(-1)
-	v, err := shared(ctx, &p.reads, method+"\x00"+node.Name+"\x00"+node.Spec.ProviderID, fn)
-	if err != nil && errors.Is(err, ctx.Err()) {
-		err = fmt.Errorf("provider %s: %s of node %s: %w", p.name, method, node.Name, err)
-	}
-	return v, err
+	return shared(ctx, &p.reads, method+"\x00"+node.Name+"\x00"+node.Spec.ProviderID, fn)
 }
 
 // noInstances is the error for instance questions to a provider without Instances.
 func (p *Provider) noInstances() error {
-	return fmt.Errorf("provider %s supports neither Instances nor InstancesV2", p.name)
+	return errors.New("the provider supports neither Instances nor InstancesV2")
 }
 
 func (p *Provider) metadataV1(ctx context.Context, node *v1.Node) (*cloudprovider.InstanceMetadata, error) {
@@ -270,7 +280,7 @@ func (p *Provider) metadataV1(ctx context.Context, node *v1.Node) (*cloudprovide
 		case errors.Is(err, cloudprovider.NotImplemented):
 			// Tolerated: name-based lookups follow.
 		default:
-			return nil, fmt.Errorf("get provider ID of node %s: %w", node.Name, err)
+			return nil, fmt.Errorf("get provider ID: %w", err)
 		}
 	}
 	md := &cloudprovider.InstanceMetadata{ProviderID: providerID}
@@ -281,7 +291,7 @@ func (p *Provider) metadataV1(ctx context.Context, node *v1.Node) (*cloudprovide
 	}
 	if providerID == "" || err != nil {
 		if md.NodeAddresses, err = inst.NodeAddresses(ctx, name); err != nil {
-			return nil, fmt.Errorf("get addresses of node %s: %w", node.Name, err)
+			return nil, fmt.Errorf("get addresses: %w", err)
 		}
 	}
 	err = nil
@@ -290,7 +300,7 @@ func (p *Provider) metadataV1(ctx context.Context, node *v1.Node) (*cloudprovide
 	}
 	if providerID == "" || err != nil {
 		if md.InstanceType, err = inst.InstanceType(ctx, name); err != nil {
-			return nil, fmt.Errorf("get instance type of node %s: %w", node.Name, err)
+			return nil, fmt.Errorf("get instance type: %w", err)
 		}
 	}
 	if zones, ok := p.Zones(); ok {
@@ -301,7 +311,7 @@ func (p *Provider) metadataV1(ctx context.Context, node *v1.Node) (*cloudprovide
 		}
 		if providerID == "" || err != nil {
 			if zone, err = zones.GetZoneByNodeName(ctx, name); err != nil {
-				return nil, fmt.Errorf("get zone of node %s: %w", node.Name, err)
+				return nil, fmt.Errorf("get zone: %w", err)
 			}
 		}
 		md.Zone, md.Region = zone.FailureDomain, zone.Region
@@ -318,13 +328,13 @@ func (p *Provider) metadataV1(ctx context.Context, node *v1.Node) (*cloudprovide
 func (p *Provider) InstanceExists(ctx context.Context, node *v1.Node) (bool, error) {
 	if p.cache != nil {
 		inst, err := p.cache.lookup(ctx, node)
-		return inst != nil, err
+		return inst != nil, p.nodeErr("check the instance", node, err)
 	}
 	exists, err := p.instanceExists(ctx, node)
 	if err == nil {
 		p.observeExists(node, exists)
 	}
-	return exists, err
+	return exists, p.nodeErr("check the instance", node, err)
 }
 
 // instanceExists asks a provider that cannot list.
@@ -356,6 +366,11 @@ func (p *Provider) instanceExists(ctx context.Context, node *v1.Node) (bool, err
 // With Instances (v1), NotImplemented and a provider-ID lookup that finds no
 // instance mean "not shut down".
 func (p *Provider) InstanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
+	down, err := p.instanceShutdown(ctx, node)
+	return down, p.nodeErr("check shutdown", node, err)
+}
+
+func (p *Provider) instanceShutdown(ctx context.Context, node *v1.Node) (bool, error) {
 	if p.cache != nil {
 		inst, err := p.cache.lookup(ctx, node)
 		return inst != nil && inst.Shutdown, err
@@ -402,7 +417,7 @@ func (p *Provider) ListInstances(ctx context.Context) (instances []pcp.Instance,
 	}
 	snap, err := p.cache.current(ctx)
 	if err != nil {
-		return nil, true, err
+		return nil, true, fmt.Errorf("provider %s: %w", p.name, err)
 	}
 	return snap.instances(), true, nil
 }

@@ -23,14 +23,16 @@ type ThrottledError struct {
 	Err error
 }
 
-// Error describes the throttling.
+// Error is the underlying error's message when there is one: it is the cloud's
+// answer, which already says that it throttled (as TransientError adds nothing
+// to the error it marks). Without one it describes the throttling.
 func (e *ThrottledError) Error() string {
+	if e.Err != nil {
+		return e.Err.Error()
+	}
 	msg := "throttled by the cloud API"
 	if e.RetryAfter > 0 {
 		msg = fmt.Sprintf("%s, retry after %s", msg, e.RetryAfter)
-	}
-	if e.Err != nil {
-		msg = msg + ": " + e.Err.Error()
 	}
 	return msg
 }

@@ -19,7 +19,9 @@ func TestErrors(t *testing.T) {
 		wantTransient bool
 	}{
 		{"throttled with delay", cloudprovider.Throttled(3*time.Second, cause),
-			"throttled by the cloud API, retry after 3s: HTTP 429", 3 * time.Second, false},
+			"HTTP 429", 3 * time.Second, false},
+		{"throttled without a cause", cloudprovider.Throttled(3*time.Second, nil),
+			"throttled by the cloud API, retry after 3s", 3 * time.Second, false},
 		{"throttled, wrapped", fmt.Errorf("list instances: %w", cloudprovider.Throttled(0, nil)),
 			"list instances: throttled by the cloud API", 0, false},
 		{"transient", cloudprovider.Transient(cause), "HTTP 429", -1, true},

@@ -13,8 +13,11 @@ import (
 // classify wraps an error of the minicloud client so that stratus's cloud
 // layer can act on it: 429 becomes a pcp.ThrottledError carrying the
 // server's Retry-After, 5xx and failed connections a pcp.TransientError.
-// what says which call and object failed. Callers handle 404 themselves,
-// before classify, because its meaning depends on the method.
+// what says what the provider alone knows about the call (the step, the
+// object looked for), or is empty: the client's error already names the
+// request and its status, and the cloud layer or the manager names the
+// Kubernetes object. Callers handle 404 themselves, before classify,
+// because its meaning depends on the method.
 func classify(what string, err error) error {
 	if err == nil {
 		return nil
@@ -28,6 +31,9 @@ func classify(what string, err error) error {
 	case ce == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		// No answer at all (connection refused or reset): the next try may work.
 		err = pcp.Transient(err)
+	}
+	if what == "" {
+		return err
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

@@ -52,14 +52,14 @@ func (in *instances) find(ctx context.Context, node *v1.Node) (*api.Instance, er
 	if node.Spec.ProviderID != "" {
 		id, err := InstanceIDOf(node.Spec.ProviderID)
 		if err != nil {
-			return nil, fmt.Errorf("node %s: %w", node.Name, err)
+			return nil, err
 		}
 		inst, err := in.api.GetInstance(ctx, id)
 		if client.IsNotFound(err) {
-			return nil, fmt.Errorf("node %s: instance %s: %w", node.Name, id, cloudprovider.InstanceNotFound)
+			return nil, fmt.Errorf("instance %s: %w", id, cloudprovider.InstanceNotFound)
 		}
 		if err != nil {
-			return nil, classify(fmt.Sprintf("node %s: get instance %s", node.Name, id), err)
+			return nil, classify("", err) // the request names the instance
 		}
 		return inst, nil
 	}
@@ -70,10 +70,10 @@ func (in *instances) find(ctx context.Context, node *v1.Node) (*api.Instance, er
 func (in *instances) byName(ctx context.Context, name string) (*api.Instance, error) {
 	page, err := in.api.ListInstancesPage(ctx, client.ListOptions{Name: name})
 	if err != nil {
-		return nil, classify(fmt.Sprintf("node %s: find instance by name", name), err)
+		return nil, classify(fmt.Sprintf("find the instance named %s", name), err)
 	}
 	if len(page.Items) == 0 {
-		return nil, fmt.Errorf("node %s: no instance of that name: %w", name, cloudprovider.InstanceNotFound)
+		return nil, fmt.Errorf("no instance named %s: %w", name, cloudprovider.InstanceNotFound)
 	}
 	return &page.Items[0], nil
 }
@@ -116,7 +116,7 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (*clou
 func (in *instances) ListInstances(ctx context.Context) ([]pcp.Instance, error) {
 	all, err := in.api.ListInstances(ctx, client.ListOptions{PageSize: listPageSize})
 	if err != nil {
-		return nil, classify("list instances", err)
+		return nil, classify("", err) // the request says it all
 	}
 	out := make([]pcp.Instance, 0, len(all))
 	for i := range all {

@@ -627,8 +627,11 @@ func TestErrorMapping(t *testing.T) {
 	}
 	_, err := v2.InstanceMetadata(ctx, n)
 	var th *pcp.ThrottledError
-	if !errors.As(err, &th) || th.RetryAfter != time.Second || !strings.Contains(err.Error(), "node n") {
-		t.Errorf("429: error = %v, want a ThrottledError with RetryAfter 1s naming the node", err)
+	// The whole message: the request names the instance; the Node is the
+	// caller's to name (stratus's cloud layer does).
+	want := "minicloud GET /v1/instances/" + in.ID + ": 429 throttled: request rate limit exceeded (retry after 1s)"
+	if !errors.As(err, &th) || th.RetryAfter != time.Second || err.Error() != want {
+		t.Errorf("429: error = %v, want a ThrottledError with RetryAfter 1s: %s", err, want)
 	}
 	if _, err := mc.Client.SetFaults(ctx, api.Faults{ErrorRate: 1, Operations: op}); err != nil {
 		t.Fatal(err)
@@ -641,6 +644,18 @@ func TestErrorMapping(t *testing.T) {
 	}
 	if _, err := v2.InstanceMetadata(ctx, n); err != nil {
 		t.Errorf("after clearing faults: %v", err)
+	}
+	for _, tc := range []struct {
+		node *v1.Node
+		want string
+	}{
+		{node("n", ProviderID("i-999999999999")), "instance i-999999999999: instance not found"},
+		{node("ghost", ""), "no instance named ghost: instance not found"},
+		{node("n", "aws:///i-1"), `provider ID "aws:///i-1" is not of the form minicloud://<instance-id>`},
+	} {
+		if _, err := v2.InstanceMetadata(ctx, tc.node); err == nil || err.Error() != tc.want {
+			t.Errorf("InstanceMetadata(%s, %q) = %v, want %s", tc.node.Name, tc.node.Spec.ProviderID, err, tc.want)
+		}
 	}
 	// A wrong token (401) is neither throttling nor transient: retrying will not help.
 	bad, err := New(&Config{URL: mc.URL, Token: "wrong"})

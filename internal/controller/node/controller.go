@@ -190,7 +190,8 @@ func (r *reconciler) initialize(ctx context.Context, p *cloud.Provider, node *v1
 	logger.Info("Initializing node")
 	md, err := p.InstanceMetadata(cloud.WithPriority(ctx, cloud.PriorityNodeInit), node)
 	if err != nil {
-		return r.failed(node, p, "metadata", fmt.Errorf("get instance metadata of node %s from provider %s: %w", node.Name, p.Name(), err))
+		// The cloud layer's error names the provider, the call and the node.
+		return r.failed(node, p, "metadata", err)
 	}
 	if md == nil {
 		// Upstream: no metadata yet; the node stays tainted until its next change.

@@ -51,3 +51,23 @@ func TestMinicloudInitialization(t *testing.T) {
 		t.Errorf("addresses (-want +got):\n%s", diff)
 	}
 }
+
+// The Warning event of a node whose instance listing is throttled says each
+// thing once: the provider, the call, the node, and the cloud's answer.
+func TestMinicloudThrottledListingEvent(t *testing.T) {
+	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	if _, err := mc.Client.SetFaults(context.Background(), api.Faults{ThrottleRate: 1, Operations: []string{"GET /v1/instances"}}); err != nil {
+		t.Fatal(err)
+	}
+	clouds := cloud.Single(cloud.NewProvider("mc", mcprovider.NewFromClient(mc.Client), cloud.WithBudget(cloud.BudgetConfig{MaxRetries: 1})))
+	h := start(t, clouds, Options{})
+	h.CreateNode("n1", nodetest.Uninitialized)
+	h.Eventually(30*time.Second, "InitializationFailed event", func() bool { return len(h.Events("n1", ReasonInitializationFailed)) > 0 })
+	got := h.Events("n1", ReasonInitializationFailed)[0].Message
+	want := "Node stays tainted with node.cloudprovider.kubernetes.io/uninitialized and is retried: " +
+		"provider mc: get instance metadata of node n1: list instances: " +
+		"minicloud GET /v1/instances: 429 throttled: request rate limit exceeded (retry after 1s)"
+	if got != want {
+		t.Errorf("event message\n%s\nwant\n%s", got, want)
+	}
+}

@@ -139,7 +139,7 @@ func nodeAddresses(ctx context.Context, p *cloud.Provider, node *v1.Node) ([]v1.
 	}
 	addrs, err := inst.NodeAddresses(ctx, types.NodeName(node.Name))
 	if err != nil {
-		return nil, fmt.Errorf("get addresses of node %s from provider %s: %w", node.Name, p.Name(), err)
+		return nil, fmt.Errorf("provider %s: get addresses of node %s: %w", p.Name(), node.Name, err)
 	}
 	return addrs, nil
 }

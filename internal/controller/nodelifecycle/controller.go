@@ -219,9 +219,6 @@ func (c *controller) checkInstances(ctx context.Context, p *cloud.Provider, chec
 			if ch.err == nil && ch.exists {
 				ch.shutdown, ch.err = p.InstanceShutdown(gctx, ch.node)
 			}
-			if ch.err != nil {
-				ch.err = fmt.Errorf("check instance of node %s with provider %s: %w", ch.node.Name, p.Name(), ch.err)
-			}
 			return nil
 		})
 	}
