@@ -33,6 +33,22 @@ var tolerances = []tolerance{
 			}
 		}
 	}},
+	// stratus's Normal ProvisioningLoadBalancer is upstream's Warning
+	// SyncLoadBalancerFailed for the same api.RetryError: compare it as that.
+	{ID: "lb-provisioning-event", apply: func(s *snapshot) {
+		const stratus = "Normal ProvisioningLoadBalancer (service-controller)"
+		const upstream = "Warning SyncLoadBalancerFailed (service-controller)"
+		for obj, evs := range s.Events {
+			if i := slices.Index(evs, stratus); i >= 0 {
+				evs = slices.Delete(evs, i, i+1)
+				if !slices.Contains(evs, upstream) {
+					evs = append(evs, upstream)
+				}
+				slices.Sort(evs)
+				s.Events[obj] = evs
+			}
+		}
+	}},
 	{ID: "lb-ready-condition", apply: func(s *snapshot) {
 		for i := range s.Services {
 			s.Services[i].Conditions = slices.DeleteFunc(s.Services[i].Conditions, func(c string) bool {

@@ -87,9 +87,18 @@ func (r *run) takeSnapshot(wantEvents []string) (snapshot, map[string]string) {
 		if err != nil {
 			return false, nil
 		}
+		// Wanted events are named as upstream records them, so they are
+		// looked for as the comparison will see them (lb-provisioning-event).
+		seen := snapshot{Events: map[string][]string{}}
+		for obj, evs := range got {
+			seen.Events[obj] = slices.Clone(evs) // tolerances edit in place
+		}
+		for _, tol := range tolerances {
+			tol.apply(&seen)
+		}
 		for _, w := range want {
 			obj, ev, _ := strings.Cut(w, ": ")
-			if !slices.ContainsFunc(got[obj], func(e string) bool { return strings.HasPrefix(e, ev+" (") }) {
+			if !slices.ContainsFunc(seen.Events[obj], func(e string) bool { return strings.HasPrefix(e, ev+" (") }) {
 				return false, nil
 			}
 		}

@@ -285,8 +285,15 @@ func TestRetryErrorAndBackoff(t *testing.T) {
 	if cond.Status != metav1.ConditionFalse {
 		t.Errorf("Provisioning condition status %s, want False", cond.Status)
 	}
+	// Provisioning is progress: a Normal event, and no Warning.
+	if ev := h.waitEvent("slow", EventProvisioning); ev.Type != v1.EventTypeNormal || ev.Message != "Waiting for the cloud: load balancer is provisioning" {
+		t.Errorf("%s event: %s %q, want Normal %q", EventProvisioning, ev.Type, ev.Message, "Waiting for the cloud: load balancer is provisioning")
+	}
 	h.waitIngress("slow", 30*time.Second)
 	h.waitCondition("slow", ReasonReady, 10*time.Second)
+	if ev, found := h.findEvent("slow", "SyncLoadBalancerFailed"); found {
+		t.Errorf("while provisioning: %s SyncLoadBalancerFailed %q, want no such event", ev.Type, ev.Message)
+	}
 	name := cloudprovider.DefaultLoadBalancerName(svc)
 	c.set(func(c *testCloud) {
 		times := c.ensureTimes[name]

@@ -201,7 +201,8 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 		c.cache.update(key, func(e *cachedService) {
 			e.provisioning, e.provisioningRetry, e.provisioningDue = fp, retryErr.RetryAfter(), due
 		})
-		c.recorder.Eventf(svc, v1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing load balancer: %v", err)
+		// Progress, not a failure (upstream: Warning SyncLoadBalancerFailed).
+		c.recorder.Eventf(svc, v1.EventTypeNormal, EventProvisioning, "Waiting for the cloud: %v", err)
 		if err := c.setCondition(ctx, svc, notReady(ReasonProvisioning, err)); err != nil {
 			return reconcile.Result{}, err
 		}

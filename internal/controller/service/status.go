@@ -33,6 +33,11 @@ const (
 	ReasonNoBackends = "NoBackends"
 )
 
+// EventProvisioning is the reason of the Normal event recorded while the
+// provider is still provisioning a load balancer (api.RetryError): progress,
+// not a failure.
+const EventProvisioning = "ProvisioningLoadBalancer"
+
 // notReady is the condition of a Service whose sync failed with err. The
 // message is err's, shortened to echo.MaxMessage bytes: it may repeat the
 // Service's annotations or a cloud's answer.
