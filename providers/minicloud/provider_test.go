@@ -21,6 +21,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	cpapi "k8s.io/cloud-provider/api"
 
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
@@ -209,7 +210,7 @@ func newLBFixtureWith(t *testing.T, o minicloudtest.BackendOptions) *lbFixture {
 	mc, c := startCloud(t, minicloudtest.Options{LBProvisionDelay: 200 * time.Millisecond})
 	lb, _ := c.LoadBalancer()
 	f := &lbFixture{mc: mc, cloud: c, lb: lb}
-	healthPort := freePort(t)
+	healthPort := testsupport.FreePort(t)
 	for i, name := range []string{"node-a", "node-b"} {
 		inst := createInstance(t, mc, name, false)
 		be := minicloudtest.StartBackend(t, name, inst.PrivateIP, minicloudtest.BackendOptions{TCP: true, UDP: true, Port: int(f.nodePort), HealthPort: healthPort, ProxyProtocol: o.ProxyProtocol})
@@ -221,16 +222,6 @@ func newLBFixtureWith(t *testing.T, o minicloudtest.BackendOptions) *lbFixture {
 	}
 	f.healthPort = int32(healthPort)
 	return f
-}
-
-// freePort returns a port that is free on loopback now.
-func freePort(t *testing.T) int {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func (f *lbFixture) service(port int32) *v1.Service {

@@ -35,6 +35,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/manager"
 	"github.com/stratus-ccm/stratus/internal/managercmd"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 )
 
 // ProviderName is the registered name of the test provider.
@@ -127,15 +128,11 @@ func WriteKubeconfig(t testing.TB, cfg *rest.Config) string {
 	return path
 }
 
-// FreePort returns a loopback TCP port that was free a moment ago.
+// FreePort is testsupport.FreePort, for the tests that already use the
+// harness for everything else.
 func FreePort(t testing.TB) int {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
+	return testsupport.FreePort(t)
 }
 
 // Options parses args as the stratus-ccm command line.
@@ -239,7 +236,7 @@ type Process struct {
 	cmd  *exec.Cmd
 	done chan struct{}
 	err  error
-	out  *lockedBuffer
+	out  *testsupport.LockedBuffer
 }
 
 // StartProcess starts the manager with args in a child process, which the
@@ -268,7 +265,7 @@ func startChild(t testing.TB, env, what string, args []string) *Process {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), env+"="+string(raw))
-	out := &lockedBuffer{}
+	out := &testsupport.LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -303,23 +300,6 @@ func (p *Process) Wait(timeout time.Duration) error {
 
 // Output is what the process logged so far.
 func (p *Process) Output() string { return p.out.String() }
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // HTTPSClient is a client for the manager's self-signed secure port.
 func HTTPSClient() *http.Client {
