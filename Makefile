@@ -24,7 +24,7 @@ dev: ## Run stratus on a local cluster and cloud until Ctrl-C (stratus dev; ARGS
 	bin/stratus dev $(ARGS)
 
 .PHONY: kubebins
-kubebins: ## Build etcd, kube-apiserver, kube-controller-manager and kubectl at pinned versions into .cache/kubebins (once).
+kubebins: ## Build what the tests run at pinned versions into .cache/kubebins (once): etcd, kube-apiserver, kube-controller-manager, kubectl, helm and the upstream CCM (ccm).
 	hack/kubebins/build.sh
 
 .PHONY: kubebins-vsphere kubebins-openstack

@@ -13,7 +13,10 @@
 # Usage: hack/kubebins/build.sh [--print-dir] [NAME...]
 #   With NAMEs (e.g. vsphere-ccm stratus-cpv), builds only those. Without, builds the
 #   default set, plus kwok with KUBEBINS_KWOK=1, the vSphere builds with
-#   KUBEBINS_VSPHERE=1 and the OpenStack builds with KUBEBINS_OPENSTACK=1.
+#   KUBEBINS_VSPHERE=1 and the OpenStack builds with KUBEBINS_OPENSTACK=1. stratus dev
+#   asks for etcd kube-apiserver kube-controller-manager kubectl only.
+# What is missing is planned first, then built one binary after the other, with a
+# line "[n/m] building NAME" before and "[n/m] built NAME in Ns" after each.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
