@@ -104,3 +104,33 @@ type LoadBalancerRef struct {
 type LoadBalancerLister interface {
 	ListLoadBalancers(ctx context.Context, clusterName string) ([]LoadBalancerRef, error)
 }
+
+// absentKey is the context key of WithLoadBalancerAbsent.
+type absentKey struct{}
+
+// WithLoadBalancerAbsent marks ctx, the context of an EnsureLoadBalancer call,
+// as one for a Service that has had no load balancer as far as Kubernetes
+// shows: it lacked the finalizer service.kubernetes.io/load-balancer-cleanup,
+// which every manager adds before the first EnsureLoadBalancer of a Service
+// and removes only after its load balancer is deleted. In a burst of new
+// Services that is nearly every call.
+//
+// A provider may then create the load balancer without looking it up first,
+// and trust the answer of that create without reading it back. It must still
+// be correct when the mark is wrong (another manager may have created the load
+// balancer meanwhile, or somebody removed the finalizer by hand): use it only
+// when the create cannot make a duplicate (unique names), and take the usual
+// path (look up, then update) when the create reports that the load balancer
+// exists. Do not replay an earlier create's answer (an idempotency key whose
+// record outlives the load balancer): the answer could describe a load
+// balancer deleted since.
+func WithLoadBalancerAbsent(ctx context.Context) context.Context {
+	return context.WithValue(ctx, absentKey{}, true)
+}
+
+// LoadBalancerAbsent reports whether ctx carries WithLoadBalancerAbsent's
+// mark.
+func LoadBalancerAbsent(ctx context.Context) bool {
+	v, _ := ctx.Value(absentKey{}).(bool)
+	return v
+}

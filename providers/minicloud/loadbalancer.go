@@ -109,6 +109,26 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	if spec.Targets, err = l.targetsOf(ctx, nodes); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	if pcp.LoadBalancerAbsent(ctx) {
+		// stratus knows of no load balancer for the Service: create it
+		// without a lookup, and trust the answer. No idempotency key: its
+		// replay could describe a load balancer deleted since; the unique
+		// name prevents duplicates, and its conflict (the load balancer
+		// exists after all) takes the usual path.
+		var lb *api.LoadBalancer
+		err := l.send(ctx, what, spec.Targets, func(targets []api.Target) error {
+			spec.Targets = targets
+			var err error
+			lb, err = l.api.CreateLoadBalancer(ctx, spec)
+			return err
+		})
+		switch {
+		case err == nil:
+			return ensuredStatus(lb, svc)
+		case !client.IsConflict(err):
+			return nil, classify(fmt.Sprintf("%s: create %s", what, spec.Name), err)
+		}
+	}
 	lb, err := l.find(ctx, clusterName, svc)
 	if err != nil {
 		return nil, err
@@ -134,6 +154,12 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			return nil, classify(fmt.Sprintf("%s: update %s", what, id), err)
 		}
 	}
+	return ensuredStatus(lb, svc)
+}
+
+// ensuredStatus is EnsureLoadBalancer's answer for lb: its status once
+// active, a RetryError after ProvisioningRetry while it provisions.
+func ensuredStatus(lb *api.LoadBalancer, svc *v1.Service) (*v1.LoadBalancerStatus, error) {
 	if st := statusOf(lb); st != nil {
 		return st, nil
 	}

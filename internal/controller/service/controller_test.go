@@ -281,11 +281,9 @@ func TestRetryErrorAndBackoff(t *testing.T) {
 	h := start(t, c, nil, Options{})
 	h.createNodes(0, 1)
 	svc := h.createService(lbService("slow"))
-	cond := h.waitCondition("slow", ReasonProvisioning, 20*time.Second)
-	if cond.Status != metav1.ConditionFalse {
-		t.Errorf("Provisioning condition status %s, want False", cond.Status)
-	}
-	// Provisioning is progress: a Normal event, and no Warning.
+	// A new Service gets no Provisioning condition (its status write comes
+	// once provisioning ends). Provisioning is progress: a Normal event,
+	// and no Warning.
 	if ev := h.waitEvent("slow", EventProvisioning); ev.Type != v1.EventTypeNormal || ev.Message != "Waiting for the cloud: load balancer is provisioning" {
 		t.Errorf("%s event: %s %q, want Normal %q", EventProvisioning, ev.Type, ev.Message, "Waiting for the cloud: load balancer is provisioning")
 	}
@@ -310,7 +308,7 @@ func TestRetryErrorAndBackoff(t *testing.T) {
 	// A plain error: condition CloudError, event, next attempt after the base delay.
 	c.set(func(c *testCloud) { c.ensureErrs = []error{errors.New("quota exceeded")} })
 	h.updateService("slow", func(s *v1.Service) { s.Annotations["retry"] = "1" })
-	cond = h.waitCondition("slow", ReasonCloudError, 20*time.Second)
+	cond := h.waitCondition("slow", ReasonCloudError, 20*time.Second)
 	if want := "quota exceeded"; !strings.Contains(cond.Message, want) {
 		t.Errorf("condition message %q does not say %q", cond.Message, want)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/echo"
 	"github.com/stratus-ccm/stratus/pkg/annotations"
+	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
 
 // Reconcile syncs one Service's load balancer. It never waits for the cloud to
@@ -170,8 +171,13 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	}
 
 	c.recorder.Event(svc, v1.EventTypeNormal, "EnsuringLoadBalancer", "Ensuring load balancer")
+	// Without our finalizer, which goes on before the first Ensure and off
+	// only after the load balancer is deleted, no load balancer exists: the
+	// provider may create it without a lookup (it copes if one exists).
+	absent := false
 	svc, err = c.patchService(ctx, svc, false, func(s *v1.Service) {
-		if !slices.Contains(s.Finalizers, Finalizer) {
+		absent = !slices.Contains(s.Finalizers, Finalizer)
+		if absent {
 			s.Finalizers = append(s.Finalizers, Finalizer)
 		}
 	})
@@ -190,7 +196,11 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	})
 
 	lb, _ := p.LoadBalancer()
-	status, err := lb.EnsureLoadBalancer(cloud.WithPriority(ctx, cloud.PriorityLBWrite), c.opts.ClusterName, svc, nodes)
+	ectx := cloud.WithPriority(ctx, cloud.PriorityLBWrite)
+	if absent {
+		ectx = pcp.WithLoadBalancerAbsent(ectx)
+	}
+	status, err := lb.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, nodes)
 	var retryErr *api.RetryError
 	switch {
 	case errors.Is(err, cloudprovider.ImplementedElsewhere):
@@ -203,8 +213,13 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 		})
 		// Progress, not a failure (upstream: Warning SyncLoadBalancerFailed).
 		c.recorder.Eventf(svc, v1.EventTypeNormal, EventProvisioning, "Waiting for the cloud: %v", err)
-		if err := c.setCondition(ctx, svc, notReady(ReasonProvisioning, err)); err != nil {
-			return reconcile.Result{}, err
+		// A Service without the condition (a new one) gets it with its
+		// status once provisioning ends: one status write instead of two.
+		// One that has it must not keep saying Ready (or a stale error).
+		if hasReadyCondition(svc) {
+			if err := c.setCondition(ctx, svc, notReady(ReasonProvisioning, err)); err != nil {
+				return reconcile.Result{}, err
+			}
 		}
 		logger.V(1).Info("load balancer provisioning; checking again later", "after", retryErr.RetryAfter())
 		return reconcile.Result{RequeueAfter: retryErr.RetryAfter()}, nil

@@ -63,6 +63,11 @@ func setCondition(conds *[]metav1.Condition, cond metav1.Condition) {
 
 func removeCondition(conds *[]metav1.Condition, t string) { meta.RemoveStatusCondition(conds, t) }
 
+// hasReadyCondition reports whether svc carries a LoadBalancerReady condition.
+func hasReadyCondition(svc *v1.Service) bool {
+	return meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady) != nil
+}
+
 // setCondition writes cond on svc's status when it differs. The condition has
 // no observedGeneration: the API server keeps no metadata.generation for
 // Services; the fingerprint in a Ready message says what was ensured.

@@ -1,0 +1,118 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/stratus-ccm/stratus/internal/cloud"
+	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/client"
+	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
+	mcprovider "github.com/stratus-ccm/stratus/providers/minicloud"
+)
+
+// burstCloud is a minicloud whose provider uses its own token, so that the
+// test reads the provider's calls alone; reader is the test's client.
+func burstCloud(t *testing.T, delay time.Duration) (mc *minicloudtest.Cloud, reader *client.Client) {
+	t.Helper()
+	readerToken := minicloudtest.RandomToken()
+	mc = minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: delay, NoDataPlane: true, ExtraTokens: []string{readerToken}})
+	reader, err := client.New(mc.URL, readerToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return mc, reader
+}
+
+// burstNode creates an instance and its initialized Node.
+func burstNode(t *testing.T, h *harness, reader *client.Client, i int) {
+	t.Helper()
+	inst, err := reader.CreateInstance(context.Background(), api.InstanceCreate{Name: h.nodeName(i), Type: "mc.small", Zone: "mc-central-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.createNodes(i, i+1, func(n *v1.Node) { n.Spec.ProviderID = mcprovider.ProviderID(inst.ID) })
+}
+
+// New Services' load balancers are created without a lookup before the
+// create or a read after it: the Service had no finalizer, so the provider
+// creates at once and its answer is the status.
+func TestMinicloudBurstCreatesWithoutLookups(t *testing.T) {
+	ctx := context.Background()
+	mc, reader := burstCloud(t, 0)
+	clouds := cloud.Single(cloud.NewProvider(mcprovider.ProviderName, mcprovider.NewFromClient(mc.Client)))
+	h, _ := startIn(t, testenv.Get(t).Namespace(t), nil, clouds, Options{ClusterName: "burst-test", ResyncPeriod: time.Hour})
+	burstNode(t, h, reader, 0)
+	const n = 6
+	for i := range n {
+		h.createService(lbService(fmt.Sprintf("b%d", i), func(s *v1.Service) { s.Spec.Ports[0].NodePort = 0 }))
+	}
+	for i := range n {
+		h.waitIngress(fmt.Sprintf("b%d", i), 30*time.Second)
+	}
+	st, err := mc.Client.TokenStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := st.Requests["POST /v1/load-balancers"]; got != n {
+		t.Errorf("%d creates, want %d", got, n)
+	}
+	if got := st.Requests["GET /v1/load-balancers/{id}"]; got != 0 {
+		t.Errorf("%d reads of a load balancer, want none (the create's answer is trusted)", got)
+	}
+	// The drift check's first listing may come if the test is slow; lookups
+	// by name would be one per Service.
+	if got := st.Requests["GET /v1/load-balancers"]; got > 1 {
+		t.Errorf("%d lookups and listings of load balancers, want at most the drift check's one listing", got)
+	}
+	lbs, err := reader.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{mcprovider.TagCluster: "burst-test"}})
+	if err != nil || len(lbs) != n {
+		t.Errorf("load balancers in the cloud: %d (%v), want %d", len(lbs), err, n)
+	}
+}
+
+// A new Service whose load balancer provisions is written twice: the
+// finalizer, then the status with its ingress and Ready condition (no
+// Provisioning condition in between).
+func TestNewServiceWrittenTwice(t *testing.T) {
+	mc, reader := burstCloud(t, 500*time.Millisecond)
+	clouds := cloud.Single(cloud.NewProvider(mcprovider.ProviderName, mcprovider.NewFromClient(mc.Client)))
+	h, _ := startIn(t, testenv.Get(t).Namespace(t), nil, clouds, Options{ClusterName: "writes-test", ResyncPeriod: time.Hour})
+	burstNode(t, h, reader, 0)
+	svc := h.createService(lbService("w", func(s *v1.Service) { s.Spec.Ports[0].NodePort = 0 }))
+	wctx, cancel := context.WithTimeout(h.ctx, 30*time.Second)
+	defer cancel()
+	w, err := h.cs.CoreV1().Services(h.ns).Watch(wctx, metav1.ListOptions{FieldSelector: "metadata.name=w", ResourceVersion: svc.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	var writes []string
+	for ev := range w.ResultChan() {
+		if ev.Type != watch.Modified {
+			continue
+		}
+		s := ev.Object.(*v1.Service)
+		writes = append(writes, fmt.Sprintf("finalizers=%v ingress=%d conditions=%d", s.Finalizers, len(s.Status.LoadBalancer.Ingress), len(s.Status.Conditions)))
+		if len(s.Status.LoadBalancer.Ingress) > 0 {
+			break
+		}
+	}
+	if wctx.Err() != nil {
+		t.Fatalf("no ingress within the deadline; writes so far: %v", writes)
+	}
+	if len(writes) != 2 {
+		t.Errorf("the Service was written %d times until it had ingress, want 2 (finalizer, status):\n%v", len(writes), writes)
+	}
+	cond := h.waitCondition("w", ReasonReady, 10*time.Second)
+	if cond.Status != metav1.ConditionTrue {
+		t.Errorf("Ready condition %+v, want True", cond)
+	}
+}

@@ -1,0 +1,57 @@
+package minicloud
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/wait"
+	cpapi "k8s.io/cloud-provider/api"
+
+	"github.com/stratus-ccm/stratus/minicloud/client"
+	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+)
+
+// EnsureLoadBalancer marked "absent" creates with one request and answers
+// from it; when the load balancer exists after all (here with another port),
+// it takes the usual path and updates it, creating no second one.
+func TestEnsureMarkedAbsent(t *testing.T) {
+	ctx := context.Background()
+	f := newLBFixture(t)
+	svc := f.service(8080)
+	if err := f.mc.Client.ResetStats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	absent := pcp.WithLoadBalancerAbsent(ctx)
+	if _, err := f.lb.EnsureLoadBalancer(absent, cluster, svc, f.nodes); !errors.As(err, new(*cpapi.RetryError)) {
+		t.Fatalf("EnsureLoadBalancer = %v, want a RetryError while provisioning", err)
+	}
+	st, err := f.mc.Client.TokenStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Total != 1 || st.Requests["POST /v1/load-balancers"] != 1 {
+		t.Errorf("requests %v, want exactly one create", st.Requests)
+	}
+
+	// The mark is wrong now: the load balancer exists, with port 8080.
+	svc.Spec.Ports[0].Port = 9090
+	err = wait.PollUntilContextTimeout(absent, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := f.lb.EnsureLoadBalancer(ctx, cluster, svc, f.nodes)
+		if errors.As(err, new(*cpapi.RetryError)) {
+			return false, nil
+		}
+		return err == nil, err
+	})
+	if err != nil {
+		t.Fatalf("EnsureLoadBalancer of the changed Service: %v", err)
+	}
+	lbs, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+	if err != nil || len(lbs) != 1 {
+		t.Fatalf("load balancers %+v (%v), want one", lbs, err)
+	}
+	if ls := lbs[0].Listeners; len(ls) != 1 || ls[0].Port != 9090 {
+		t.Errorf("listeners %+v, want the new port 9090", ls)
+	}
+}
