@@ -36,7 +36,7 @@ func newLeaseLock(o *Options, cfg *rest.Config) (*watchedLock, error) {
 	}
 	lock, err := resourcelock.NewFromKubeconfig(resourcelock.LeasesResourceLock, o.ResourceNamespace, o.ResourceName,
 		resourcelock.ResourceLockConfig{Identity: host + "_" + uuid.NewString()},
-		rest.AddUserAgent(rest.CopyConfig(cfg), "leader-election"), o.RenewDeadline)
+		rest.AddUserAgent(ownBucket(cfg), "leader-election"), o.RenewDeadline)
 	if err != nil {
 		return nil, fmt.Errorf("leader election lock %s/%s: %w", o.ResourceNamespace, o.ResourceName, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/controller-manager/pkg/clientbuilder"
 	"k8s.io/klog/v2"
@@ -78,16 +79,40 @@ func Run(ctx context.Context, o *Options) error {
 // restConfig builds the API client configuration from --master/--kubeconfig
 // (in-cluster when both are empty) with --kube-api-qps, --kube-api-burst and
 // --kube-api-content-type.
+//
+// The limit is one token bucket for the whole manager: every client made from
+// this configuration (controller-runtime's client per resource type, the
+// informers, each controller's event recorder, the providers' clients) shares
+// it, so --kube-api-qps bounds what the manager sends. Without it each of
+// those clients would get a bucket of its own. Leader election and request
+// authentication keep their own (ownBucket).
 func (o *Options) restConfig() (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags(o.Master, o.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q / --master %q: %w", o.Kubeconfig, o.Master, err)
 	}
+	return o.limited(cfg), nil
+}
+
+// limited returns cfg with the manager's content type, user agent and shared
+// --kube-api-qps/--kube-api-burst bucket.
+func (o *Options) limited(cfg *rest.Config) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
 	cfg.DisableCompression = true
 	cfg.ContentType = o.KubeAPIContentType
 	cfg.QPS = o.KubeAPIQPS
 	cfg.Burst = o.KubeAPIBurst
-	return rest.AddUserAgent(cfg, UserAgent), nil
+	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.KubeAPIQPS, o.KubeAPIBurst)
+	return rest.AddUserAgent(cfg, UserAgent)
+}
+
+// ownBucket returns a copy of cfg whose clients get a token bucket of their
+// own (of cfg's QPS and burst) instead of the manager's shared one: a lease
+// renewal or a token review must not wait behind a burst of controller writes.
+func ownBucket(cfg *rest.Config) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.RateLimiter = nil
+	return c
 }
 
 // delegationConfig is the API server that reviews tokens and authorizes requests
@@ -98,7 +123,7 @@ func (o *Options) delegationConfig(main *rest.Config) (*rest.Config, error) {
 		path = o.AuthenticationKubeconfig
 	}
 	if path == "" {
-		return main, nil
+		return ownBucket(main), nil
 	}
 	cfg, err := clientcmd.BuildConfigFromFlags("", path)
 	if err != nil {
@@ -144,7 +169,7 @@ func (o *Options) newManager(ctx context.Context, restCfg *rest.Config, cfg *Man
 	mo := manager.Options{
 		Scheme:                        scheme.Scheme,
 		Logger:                        cleanStopLogger(logger, ctx.Done()),
-		Cache:                         cache.Options{SyncPeriod: &syncPeriod},
+		Cache:                         cacheOptions(syncPeriod),
 		Metrics:                       metricsserver.Options{BindAddress: "0"}, // served by secureServer
 		HealthProbeBindAddress:        "0",                                     // served by secureServer
 		LeaderElection:                o.LeaderElect,
@@ -192,6 +217,12 @@ func (o *Options) newManager(ctx context.Context, restCfg *rest.Config, cfg *Man
 		return nil, err
 	}
 	return mgr, nil
+}
+
+// cacheOptions configures the manager's informer cache. No controller reads
+// managed fields, and at thousands of Nodes they are a large part of it.
+func cacheOptions(syncPeriod time.Duration) cache.Options {
+	return cache.Options{SyncPeriod: &syncPeriod, DefaultTransform: cache.TransformStripManagedFields()}
 }
 
 // resyncPeriod is upstream's informer resync: random in [--min-resync-period, 2×).
