@@ -3,6 +3,7 @@ package minicloud
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,5 +54,42 @@ func TestEnsureMarkedAbsent(t *testing.T) {
 	}
 	if ls := lbs[0].Listeners; len(ls) != 1 || ls[0].Port != 9090 {
 		t.Errorf("listeners %+v, want the new port 9090", ls)
+	}
+}
+
+// A backend update of a load balancer this provider created or found costs
+// one request, no lookup; when that load balancer was deleted meanwhile (the
+// ID answers 404), the update looks the name up and says it does not exist.
+func TestUpdateKnownLoadBalancerWithoutLookup(t *testing.T) {
+	ctx := context.Background()
+	f := newLBFixture(t)
+	svc := f.service(8080)
+	f.ensure(t, cluster, svc, f.nodes)
+	if err := f.mc.Client.ResetStats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.lb.UpdateLoadBalancer(ctx, cluster, svc, f.nodes[:1]); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.mc.Client.TokenStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Total != 1 || st.Requests["PUT /v1/load-balancers/{id}"] != 1 {
+		t.Errorf("requests %v, want exactly one update", st.Requests)
+	}
+	lbs, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+	if err != nil || len(lbs) != 1 || len(lbs[0].Targets) != 1 {
+		t.Fatalf("load balancers %+v (%v), want one with one target", lbs, err)
+	}
+	if ls := lbs[0].Listeners; len(ls) != 1 || ls[0].Port != 8080 {
+		t.Errorf("listeners after the update %+v, want the Service's port 8080", ls)
+	}
+
+	if err := f.mc.Client.DeleteLoadBalancer(ctx, lbs[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.lb.UpdateLoadBalancer(ctx, cluster, svc, f.nodes); err == nil || !strings.Contains(err.Error(), "does not exist") {
+		t.Errorf("update of a deleted load balancer = %v, want a \"does not exist\" error", err)
 	}
 }

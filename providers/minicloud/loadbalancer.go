@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -44,6 +45,44 @@ type loadBalancers struct {
 	api          *client.Client
 	inst         *instances
 	foreignNodes ForeignNodes
+	// ids are the IDs of this provider's load balancers by name, as the last
+	// create, lookup or listing answered: a backend update with a known ID
+	// needs no lookup.
+	ids knownIDs
+}
+
+// knownIDs maps load-balancer names to the ID and cluster last seen.
+type knownIDs struct {
+	mu sync.Mutex
+	m  map[string]knownID
+}
+
+type knownID struct{ id, cluster string }
+
+func (k *knownIDs) put(lb *api.LoadBalancer) {
+	if lb == nil || lb.ID == "" || lb.Name == "" {
+		return
+	}
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.m == nil {
+		k.m = map[string]knownID{}
+	}
+	k.m[lb.Name] = knownID{lb.ID, lb.Tags[TagCluster]}
+}
+
+func (k *knownIDs) forget(name string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.m, name)
+}
+
+// get returns the ID of load balancer name if it was last seen in cluster.
+func (k *knownIDs) get(name, cluster string) (string, bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	v, ok := k.m[name]
+	return v.id, ok && v.cluster == cluster
 }
 
 var (
@@ -75,9 +114,11 @@ func (l *loadBalancers) find(ctx context.Context, clusterName string, svc *v1.Se
 		return nil, classify(fmt.Sprintf("service %s/%s: find load balancer %s", svc.Namespace, svc.Name, name), err)
 	}
 	if len(page.Items) == 0 {
+		l.ids.forget(name)
 		return nil, nil
 	}
 	lb := &page.Items[0]
+	l.ids.put(lb)
 	if owner := lb.Tags[TagCluster]; owner != clusterName {
 		return nil, fmt.Errorf("service %s/%s: load balancer %s (%s) belongs to cluster %q, not %q", svc.Namespace, svc.Name, name, lb.ID, owner, clusterName)
 	}
@@ -124,7 +165,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		})
 		switch {
 		case err == nil:
-			return ensuredStatus(lb, svc)
+			return l.ensuredStatus(lb, svc)
 		case !client.IsConflict(err):
 			return nil, classify(fmt.Sprintf("%s: create %s", what, spec.Name), err)
 		}
@@ -154,12 +195,14 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			return nil, classify(fmt.Sprintf("%s: update %s", what, id), err)
 		}
 	}
-	return ensuredStatus(lb, svc)
+	return l.ensuredStatus(lb, svc)
 }
 
-// ensuredStatus is EnsureLoadBalancer's answer for lb: its status once
-// active, a RetryError after ProvisioningRetry while it provisions.
-func ensuredStatus(lb *api.LoadBalancer, svc *v1.Service) (*v1.LoadBalancerStatus, error) {
+// ensuredStatus is EnsureLoadBalancer's answer for lb (which it remembers):
+// its status once active, a RetryError after ProvisioningRetry while it
+// provisions.
+func (l *loadBalancers) ensuredStatus(lb *api.LoadBalancer, svc *v1.Service) (*v1.LoadBalancerStatus, error) {
+	l.ids.put(lb)
 	if st := statusOf(lb); st != nil {
 		return st, nil
 	}
@@ -207,6 +250,9 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
+	if done, err := l.updateKnown(ctx, clusterName, svc, what, targets); done {
+		return err
+	}
 	lb, err := l.find(ctx, clusterName, svc)
 	if err != nil {
 		return err
@@ -226,6 +272,36 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 	return classify(fmt.Sprintf("%s: update %s", what, lb.ID), err)
 }
 
+// updateKnown replaces the targets of the Service's load balancer without a
+// lookup when its ID is known: the whole load balancer is sent, as the
+// Service asks for it (what EnsureLoadBalancer would make it). done is false
+// when the ID is unknown or stale (404: deleted or replaced); then the caller
+// looks it up.
+func (l *loadBalancers) updateKnown(ctx context.Context, clusterName string, svc *v1.Service, what string, targets []api.Target) (done bool, err error) {
+	name := LoadBalancerName(svc)
+	id, ok := l.ids.get(name, clusterName)
+	if !ok {
+		return false, nil
+	}
+	spec, err := specOf(clusterName, svc)
+	if err != nil {
+		return false, nil // the lookup path reports it as before
+	}
+	err = l.send(ctx, what, targets, func(targets []api.Target) error {
+		spec.Targets = targets
+		lb, err := l.api.UpdateLoadBalancer(ctx, id, spec)
+		if err == nil {
+			l.ids.put(lb)
+		}
+		return err
+	})
+	if client.IsNotFound(err) {
+		l.ids.forget(name)
+		return false, nil
+	}
+	return true, classify(fmt.Sprintf("%s: update %s", what, id), err)
+}
+
 // EnsureLoadBalancerDeleted deletes the Service's load balancer; one that
 // is already gone is fine.
 func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *v1.Service) error {
@@ -233,6 +309,7 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 	if err != nil || lb == nil {
 		return err
 	}
+	defer l.ids.forget(lb.Name)
 	if err := l.api.DeleteLoadBalancer(ctx, lb.ID); err != nil && !client.IsNotFound(err) {
 		return classify(fmt.Sprintf("delete load balancer %s for service %s/%s", lb.ID, svc.Namespace, svc.Name), err)
 	}
@@ -252,6 +329,7 @@ func (l *loadBalancers) ListLoadBalancers(ctx context.Context, clusterName strin
 	refs := make([]pcp.LoadBalancerRef, 0, len(all))
 	for i := range all {
 		lb := &all[i]
+		l.ids.put(lb)
 		refs = append(refs, pcp.LoadBalancerRef{
 			Name:             lb.Name,
 			ServiceNamespace: lb.Tags[TagServiceNamespace],
