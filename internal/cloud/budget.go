@@ -134,6 +134,24 @@ func (b *budget) releaseFunc() func() {
 	}
 }
 
+// charge spends n more tokens (n <= 0: nothing) for requests a call made
+// beyond the one its grant paid for. The bucket may go into debt: the next
+// grants wait until it is paid off.
+func (b *budget) charge(n int) {
+	if n <= 0 || b.limiter == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.clock.Now()
+	for n > 0 {
+		k := min(n, b.limiter.Burst())
+		b.limiter.ReserveN(now, k)
+		n -= k
+	}
+	b.signalNextLocked()
+}
+
 // pause holds every grant back until d from now (throttling). A shorter pause
 // never shortens a longer one already in force.
 func (b *budget) pause(d time.Duration) {

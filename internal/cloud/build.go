@@ -300,7 +300,7 @@ func open(path func(i int, field string) string, i int, pc ProviderConfig) (*Pro
 	if raw == nil {
 		return nil, fieldErr(path(i, "type"), "provider %q is not registered", pc.Type)
 	}
-	opts := []Option{WithBudget(pc.Budget)}
+	opts := []Option{WithBudget(pc.Budget.fromProvider(raw))}
 	if pc.InstanceCacheFreshness != nil {
 		opts = append(opts, WithInstanceCacheFreshness(pc.InstanceCacheFreshness.Duration))
 	}

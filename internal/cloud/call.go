@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -44,7 +45,11 @@ func call[T any](ctx context.Context, p *Provider, method string, fn func(contex
 		}
 		start := p.clock.Now()
 		budgetWait.WithLabelValues(p.name, prio.String()).Observe(start.Sub(queued).Seconds())
-		v, err := fn(ctx)
+		// The grant paid for one request; a provider that counts its
+		// requests (pcp.CountRequest) pays for the others after the call.
+		var requests atomic.Int64
+		v, err := fn(pcp.WithRequestCounter(ctx, func() { requests.Add(1) }))
+		p.budget.charge(int(requests.Load()) - 1)
 		release()
 		requestDuration.WithLabelValues(p.name, method).Observe(p.clock.Since(start).Seconds())
 		requestsTotal.WithLabelValues(p.name, method, outcome(err)).Inc()

@@ -4,7 +4,9 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	cloudprovider "k8s.io/cloud-provider"
 
+	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 	"github.com/stratus-ccm/stratus/pkg/plugin"
 )
 
@@ -96,6 +98,26 @@ const (
 	// (with jitter) on each retry.
 	defaultRetryBackoff = 500 * time.Millisecond
 )
+
+// fromProvider returns b with a zero rate (and burst) taken from the
+// provider's own request limit (pcp.RequestLimiter), when it has one: a
+// budget below it would waste the account's limit, one above it would queue
+// calls in the provider instead of in the budget's priority order.
+func (b BudgetConfig) fromProvider(raw cloudprovider.Interface) BudgetConfig {
+	rl, ok := raw.(pcp.RequestLimiter)
+	if !ok || b.Rate != 0 {
+		return b
+	}
+	rate, burst := rl.RequestLimit()
+	if rate <= 0 {
+		return b
+	}
+	b.Rate = rate
+	if b.Burst == 0 {
+		b.Burst = max(burst, 1)
+	}
+	return b
+}
 
 // withDefaults returns b with zero fields set to the defaults.
 func (b BudgetConfig) withDefaults() BudgetConfig {

@@ -134,3 +134,34 @@ func LoadBalancerAbsent(ctx context.Context) bool {
 	v, _ := ctx.Value(absentKey{}).(bool)
 	return v
 }
+
+// RequestLimiter is a provider (the value its registered factory returns)
+// that limits its own requests to the cloud API, as its cloud-config says.
+// stratus then makes that limit the default of the provider's request budget
+// (configuration key budget.rate and budget.burst), instead of a fixed one.
+type RequestLimiter interface {
+	// RequestLimit returns the requests per second the provider allows
+	// itself and their burst; 0 means no limit.
+	RequestLimit() (perSecond float64, burst int)
+}
+
+// requestCounterKey is the context key of WithRequestCounter.
+type requestCounterKey struct{}
+
+// WithRequestCounter returns ctx with count as its request counter: stratus's
+// cloud layer sets it on the context of every provider call, so that the
+// request budget counts the cloud's requests rather than method calls.
+func WithRequestCounter(ctx context.Context, count func()) context.Context {
+	return context.WithValue(ctx, requestCounterKey{}, count)
+}
+
+// CountRequest records that the call whose context is ctx sends one request
+// to the cloud API. A provider whose methods may send several requests (a
+// lookup, then a create) calls it once per request, typically from its HTTP
+// transport; stratus's request budget then charges every request, not one
+// per method call. It does nothing outside a stratus call.
+func CountRequest(ctx context.Context) {
+	if count, ok := ctx.Value(requestCounterKey{}).(func()); ok {
+		count()
+	}
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
+	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
 
 // ProviderName is the name the provider registers under (--cloud-provider)
@@ -57,6 +58,9 @@ type Cloud struct {
 	inst   *instances
 	lbs    *loadBalancers
 	routes *routes
+	// rate and burst are the config's client-side request limit.
+	rate  float64
+	burst int
 }
 
 // New returns the provider for cfg, reading the token file if cfg names one.
@@ -73,11 +77,12 @@ func New(cfg *Config) (*Cloud, error) {
 	// A manager's workers call concurrently; keep their connections.
 	tr.MaxIdleConnsPerHost = 64
 	opts := []client.Option{
-		client.WithHTTPClient(&http.Client{Timeout: timeout, Transport: tr}),
+		client.WithHTTPClient(&http.Client{Timeout: timeout, Transport: countingTransport{tr}}),
 		client.WithUserAgent("stratus-minicloud-provider"),
 	}
+	var burst int
 	if cfg.RateLimit > 0 {
-		burst := cfg.Burst
+		burst = cfg.Burst
 		if burst == 0 {
 			burst = max(1, int(math.Ceil(cfg.RateLimit)))
 		}
@@ -89,8 +94,22 @@ func New(cfg *Config) (*Cloud, error) {
 	}
 	cloud := NewFromClient(c)
 	cloud.lbs.foreignNodes = cfg.ForeignNodes
+	cloud.rate, cloud.burst = cfg.RateLimit, burst
 	return cloud, nil
 }
+
+// countingTransport tells stratus's request budget of every request
+// (pcp.CountRequest), so that it counts what minicloud counts.
+type countingTransport struct{ http.RoundTripper }
+
+func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	pcp.CountRequest(r.Context())
+	return t.RoundTripper.RoundTrip(r)
+}
+
+// RequestLimit is the config's rateLimit and burst (0 when it sets none):
+// stratus's default request budget for this provider.
+func (c *Cloud) RequestLimit() (float64, int) { return c.rate, c.burst }
 
 // NewFromClient returns the provider using an existing minicloud client, with
 // the config's defaults (other providers' nodes are not targets).
