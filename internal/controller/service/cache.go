@@ -58,6 +58,17 @@ type cachedService struct {
 	failed bool
 }
 
+// ensuredFrom records svc as the Service last ensured. The remembered copy
+// serves when it asks the same of its load balancer (as it does unless the
+// Service changed during the sync): one copy per Service instead of two.
+func (e *cachedService) ensuredFrom(svc *v1.Service) {
+	if e.svc != nil && e.svc.UID == svc.UID && !needsUpdate(e.svc, svc) {
+		e.ensuredSvc = e.svc
+		return
+	}
+	e.ensuredSvc = svc.DeepCopy()
+}
+
 // serviceCache is the in-memory cache of synced Services, keyed by namespace/name.
 // Entries are copied in and out under the lock; callers never share them.
 type serviceCache struct {

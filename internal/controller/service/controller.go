@@ -38,8 +38,10 @@ const (
 
 // Controller is the service controller. Add builds and registers it.
 type Controller struct {
-	client   client.Client
-	reader   client.Reader // uncached, for conflict retries and orphan checks
+	client client.Client
+	reader client.Reader // uncached, for conflict retries and orphan checks
+	// nodes are the Node objects of the manager's cache, which backends reads.
+	nodes    *nodeIndex
 	clouds   *cloud.Set
 	opts     Options
 	recorder record.EventRecorder
@@ -82,7 +84,12 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 	if err != nil {
 		return false, err
 	}
+	nodes, err := newNodeIndex(context.Background(), mgr.GetCache())
+	if err != nil {
+		return false, fmt.Errorf("service controller: %w", err)
+	}
 	c := &Controller{
+		nodes:    nodes,
 		client:   mgr.GetClient(),
 		reader:   mgr.GetAPIReader(),
 		clouds:   clouds,

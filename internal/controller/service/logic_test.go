@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
@@ -290,5 +291,27 @@ func TestShortenAll(t *testing.T) {
 	}
 	if got := shortenAll(names[:2]); strings.Join(got, ",") != "n00,n01" {
 		t.Errorf("shortenAll of two = %v", got)
+	}
+}
+
+// A Service ensured as remembered keeps one copy in the cache; one that
+// changed during the sync (another port) keeps its own.
+func TestEnsuredFromSharesTheRememberedCopy(t *testing.T) {
+	c := newServiceCache()
+	svc := lbService("web", func(s *v1.Service) { s.Namespace, s.UID = "ns", "u1" })
+	c.remember(svc.DeepCopy(), nil)
+	key := types.NamespacedName{Namespace: "ns", Name: "web"}
+	patched := svc.DeepCopy()
+	patched.Finalizers = []string{Finalizer} // the finalizer patch; same load balancer
+	c.update(key, func(e *cachedService) { e.ensuredFrom(patched) })
+	if e, _ := c.get(key); e.ensuredSvc != e.svc {
+		t.Error("the ensured Service is a second copy of the remembered one")
+	}
+	changed := svc.DeepCopy()
+	changed.Spec.Ports[0].Port = 8443
+	c.update(key, func(e *cachedService) { e.ensuredFrom(changed) })
+	e, _ := c.get(key)
+	if e.ensuredSvc == e.svc || e.ensuredSvc == changed || e.ensuredSvc.Spec.Ports[0].Port != 8443 {
+		t.Errorf("a changed Service: ensured %p (port %d), remembered %p; want a private copy of the change", e.ensuredSvc, e.ensuredSvc.Spec.Ports[0].Port, e.svc)
 	}
 }

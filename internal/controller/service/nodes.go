@@ -6,14 +6,17 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudapi "k8s.io/cloud-provider/api"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
@@ -95,15 +98,14 @@ func nodeEvents(window time.Duration) handler.TypedEventHandler[*v1.Node, reconc
 // its provider ID, which triggers a backend update that names it. recheck is
 // when the first such node's wait ends (0 when none was left out).
 func (c *Controller) backends(ctx context.Context) (nodes []*v1.Node, recheck time.Duration, err error) {
-	var list v1.NodeList
-	if err := c.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, 0, fmt.Errorf("list nodes: %w", err)
+	cached, err := c.nodes.list()
+	if err != nil {
+		return nil, 0, err
 	}
-	all := make([]*v1.Node, 0, len(list.Items))
-	ready := make([]*v1.Node, 0, len(list.Items))
+	all := make([]*v1.Node, 0, len(cached))
+	ready := make([]*v1.Node, 0, len(cached))
 	now := time.Now()
-	for i := range list.Items {
-		n := &list.Items[i]
+	for _, n := range cached {
 		if !IsBackend(n) || c.knownGone(n) {
 			continue
 		}
@@ -120,6 +122,69 @@ func (c *Controller) backends(ctx context.Context) (nodes []*v1.Node, recheck ti
 		return all, 0, nil
 	}
 	return ready, recheck, nil
+}
+
+// nodeIndex holds the informer's Node objects themselves, not copies, as
+// its event handler receives them: with thousands of nodes, a copy of every
+// Node per backend computation and busy worker was most of the controller's
+// memory. Nobody may modify them.
+type nodeIndex struct {
+	mu    sync.RWMutex
+	nodes map[string]*v1.Node
+	reg   toolscache.ResourceEventHandlerRegistration
+}
+
+// newNodeIndex registers an index with the manager cache's Node informer.
+func newNodeIndex(ctx context.Context, informers cache.Informers) (*nodeIndex, error) {
+	// Not blocking: list reports "not synced" until the index is.
+	inf, err := informers.GetInformer(ctx, &v1.Node{}, cache.BlockUntilSynced(false))
+	if err != nil {
+		return nil, fmt.Errorf("node informer: %w", err)
+	}
+	x := &nodeIndex{nodes: map[string]*v1.Node{}}
+	x.reg, err = inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    x.put,
+		UpdateFunc: func(_, obj any) { x.put(obj) },
+		DeleteFunc: x.remove,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("node informer: %w", err)
+	}
+	return x, nil
+}
+
+func (x *nodeIndex) put(obj any) {
+	if n, ok := obj.(*v1.Node); ok {
+		x.mu.Lock()
+		x.nodes[n.Name] = n
+		x.mu.Unlock()
+	}
+}
+
+func (x *nodeIndex) remove(obj any) {
+	if d, ok := obj.(toolscache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if n, ok := obj.(*v1.Node); ok {
+		x.mu.Lock()
+		delete(x.nodes, n.Name)
+		x.mu.Unlock()
+	}
+}
+
+// list returns every Node, once the index has received the informer's
+// initial list.
+func (x *nodeIndex) list() ([]*v1.Node, error) {
+	if !x.reg.HasSynced() {
+		return nil, errors.New("list nodes: the node cache is not synced yet")
+	}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	out := make([]*v1.Node, 0, len(x.nodes))
+	for _, n := range x.nodes {
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 // knownGone reports whether the provider that owns node knows its machine is

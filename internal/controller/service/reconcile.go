@@ -148,7 +148,7 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	set := c.sets.share(newNodeSet(nodes))
 	fp := fingerprint(p.Name(), svc, set)
 	if firstSight && adoptable(svc, fp) {
-		c.cache.update(key, func(e *cachedService) { e.nodes, e.ensured, e.ensuredSvc = set, true, svc.DeepCopy() })
+		c.cache.update(key, func(e *cachedService) { e.nodes, e.ensured = set, true; e.ensuredFrom(svc) })
 		logger.V(1).Info("load balancer already ensured from this configuration; adopted without a cloud call")
 		return reconcile.Result{}, nil
 	}
@@ -246,9 +246,9 @@ func (c *Controller) ensured(ctx context.Context, svc *v1.Service, p *cloud.Prov
 	c.recorder.Event(svc, v1.EventTypeNormal, "EnsuredLoadBalancer", "Ensured load balancer")
 
 	entry, _ := c.cache.get(key)
-	ensured := svc.DeepCopy()
 	c.cache.update(key, func(e *cachedService) {
-		e.ensured, e.elsewhere, e.ensuredSvc, e.provisioning = true, false, ensured, ""
+		e.ensured, e.elsewhere, e.provisioning = true, false, ""
+		e.ensuredFrom(svc)
 	})
 	hadIngress := len(svc.Status.LoadBalancer.Ingress) > 0
 	want := normalizeStatus(status)
