@@ -155,6 +155,28 @@ func (p *Provider) KnownGone(node *v1.Node) bool {
 	return p.obs.gone[node.Spec.ProviderID]
 }
 
+// ListedProviderID returns the provider ID the cached instance listing gives
+// node's instance, without a cloud call: for a node that is not initialized
+// yet, its instance matched by name, host names or system UUID
+// (instance-cache.md). It is "" when the provider cannot list, nothing is
+// cached, the listing lacks the node, or its metadata is not complete yet
+// (Instance.MetadataErr). A node that has a provider ID gets it back.
+func (p *Provider) ListedProviderID(node *v1.Node) string {
+	if node.Spec.ProviderID != "" || p.cache == nil {
+		return node.Spec.ProviderID
+	}
+	p.cache.mu.Lock()
+	snap := p.cache.snap
+	p.cache.mu.Unlock()
+	if snap == nil {
+		return ""
+	}
+	if inst := snap.Find(node); inst != nil && inst.MetadataErr == nil {
+		return inst.Metadata.ProviderID
+	}
+	return ""
+}
+
 // fingerprintInstances is what a listing says about existence and power state,
 // to tell whether a new listing changed anything a controller acts on.
 func fingerprintInstances(list []pcp.Instance) string {

@@ -9,6 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
+	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/testenv"
@@ -114,5 +115,49 @@ func TestNewServiceWrittenTwice(t *testing.T) {
 	cond := h.waitCondition("w", ReasonReady, 10*time.Second)
 	if cond.Status != metav1.ConditionTrue {
 		t.Errorf("Ready condition %+v, want True", cond)
+	}
+}
+
+// A joining node (uninitialized, no provider ID) whose machine the cloud
+// layer's instance listing already shows is a backend at once, by that
+// machine's ID: its load balancers do not wait for the node controller.
+func TestJoiningNodeResolvedFromTheListing(t *testing.T) {
+	ctx := context.Background()
+	mc, reader := burstCloud(t, 0)
+	p := cloud.NewProvider(mcprovider.ProviderName, mcprovider.NewFromClient(mc.Client))
+	// No node controller runs here: without the listing the node would wait
+	// an hour.
+	h, _ := startIn(t, testenv.Get(t).Namespace(t), nil, cloud.Single(p),
+		Options{ClusterName: "join-test", NodeInitWait: time.Hour, NodeUpdateWindow: 100 * time.Millisecond})
+	burstNode(t, h, reader, 0)
+	svc := h.createService(lbService("web", func(s *v1.Service) { s.Spec.Ports[0].NodePort = 0 }))
+	h.waitIngress("web", 30*time.Second)
+
+	joining, err := reader.CreateInstance(ctx, api.InstanceCreate{Name: h.nodeName(1), Type: "mc.small", Zone: "mc-central-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The node controller's listing, as it makes one to initialize nodes.
+	if _, _, err := p.ListInstances(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.createNodes(1, 2, func(n *v1.Node) {
+		n.Spec.ProviderID = ""
+		n.Spec.Taints = []v1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule}}
+	})
+	h.eventually(30*time.Second, "the joining node's machine behind the load balancer", func() (bool, error) {
+		lbs, err := reader.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{mcprovider.TagServiceUID: string(svc.UID)}})
+		if err != nil || len(lbs) != 1 {
+			return false, nil
+		}
+		for _, tg := range lbs[0].Targets {
+			if tg.InstanceID == joining.ID {
+				return len(lbs[0].Targets) == 2, nil
+			}
+		}
+		return false, nil
+	})
+	if n, err := h.cs.CoreV1().Nodes().Get(ctx, h.nodeName(1), metav1.GetOptions{}); err != nil || n.Spec.ProviderID != "" {
+		t.Errorf("the joining Node: %v, provider ID %q; the service controller must not write Nodes", err, n.Spec.ProviderID)
 	}
 }

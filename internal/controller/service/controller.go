@@ -60,6 +60,8 @@ type Controller struct {
 	addsHeldSince time.Time
 	// sets shares equal backend sets among the cached Services.
 	sets sharedSets
+	// burst holds a backend pass back while node changes keep coming.
+	burst nodeBurst
 }
 
 // Add registers the service controller with mgr: the service workers, the backend
@@ -127,7 +129,7 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 	if err != nil {
 		return false, fmt.Errorf("service controller: %w", err)
 	}
-	if err := nodeCtrl.Watch(source.Kind(mgr.GetCache(), &v1.Node{}, nodeEvents(opts.NodeUpdateWindow))); err != nil {
+	if err := nodeCtrl.Watch(source.Kind(mgr.GetCache(), &v1.Node{}, nodeEvents(opts.NodeUpdateWindow, &c.burst))); err != nil {
 		return false, fmt.Errorf("service controller: watch nodes: %w", err)
 	}
 	// A node whose machine turns out to be gone leaves the backends although

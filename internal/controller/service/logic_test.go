@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -313,5 +314,32 @@ func TestEnsuredFromSharesTheRememberedCopy(t *testing.T) {
 	e, _ := c.get(key)
 	if e.ensuredSvc == e.svc || e.ensuredSvc == changed || e.ensuredSvc.Spec.Ports[0].Port != 8443 {
 		t.Errorf("a changed Service: ensured %p (port %d), remembered %p; want a private copy of the change", e.ensuredSvc, e.ensuredSvc.Spec.Ports[0].Port, e.svc)
+	}
+}
+
+// A backend pass waits while node changes keep coming, until they pause for
+// a window, but at most burstHoldWindows windows after the first.
+func TestNodeBurstHold(t *testing.T) {
+	const w = time.Second
+	t0 := time.Unix(1000, 0)
+	var b nodeBurst
+	if got := b.hold(t0, w); got != 0 {
+		t.Errorf("no changes: hold %v, want 0", got)
+	}
+	b.touch(t0)
+	b.touch(t0.Add(w / 2))
+	if got := b.hold(t0.Add(w), w); got != w/2 {
+		t.Errorf("a change half a window ago: hold %v, want %v", got, w/2)
+	}
+	if got := b.hold(t0.Add(2*w), w); got != 0 {
+		t.Errorf("changes paused for a window: hold %v, want 0", got)
+	}
+	// A steady stream: held back at most burstHoldWindows windows.
+	start := t0.Add(time.Hour)
+	for i := range 4 * burstHoldWindows {
+		b.touch(start.Add(time.Duration(i) * w / 4))
+	}
+	if got := b.hold(start.Add(burstHoldWindows*w), w); got != 0 {
+		t.Errorf("after %d windows of changes: hold %v, want 0", burstHoldWindows, got)
 	}
 }

@@ -66,10 +66,15 @@ func backendChanged(old, new *v1.Node) bool {
 // window collapse into it.
 var nodesKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "backend-nodes"}}
 
-// nodeEvents enqueues nodesKey a window after the first relevant node change; the
-// queue keeps the earliest time, so the changes of a window share one pass.
-func nodeEvents(window time.Duration) handler.TypedEventHandler[*v1.Node, reconcile.Request] {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) { q.AddAfter(nodesKey, window) }
+// nodeEvents enqueues nodesKey a window after the first relevant node change;
+// the queue keeps the earliest time, and the pass waits until the changes
+// have paused for a window (burst), so that a burst of joining nodes shares
+// one pass.
+func nodeEvents(window time.Duration, burst *nodeBurst) handler.TypedEventHandler[*v1.Node, reconcile.Request] {
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		burst.touch(time.Now())
+		q.AddAfter(nodesKey, window)
+	}
 	return handler.TypedFuncs[*v1.Node, reconcile.Request]{
 		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*v1.Node], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q)
@@ -85,6 +90,38 @@ func nodeEvents(window time.Duration) handler.TypedEventHandler[*v1.Node, reconc
 	}
 }
 
+// burstHoldWindows bounds how many windows a pass waits for a burst of node
+// changes to pause: a steady stream of changes still gets a pass this often.
+const burstHoldWindows = 10
+
+// nodeBurst tracks the node changes not yet handled by a pass: when the
+// first and the last came.
+type nodeBurst struct {
+	mu          sync.Mutex
+	first, last time.Time
+}
+
+func (b *nodeBurst) touch(now time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.first.IsZero() {
+		b.first = now
+	}
+	b.last = now
+}
+
+// hold returns how long a pass due at now should wait for the changes to
+// pause for window (0: run it now, and the changes so far are its own).
+func (b *nodeBurst) hold(now time.Time, window time.Duration) time.Duration {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if quiet := b.last.Add(window).Sub(now); quiet > 0 && now.Sub(b.first) < burstHoldWindows*window {
+		return quiet
+	}
+	b.first, b.last = time.Time{}, time.Time{}
+	return 0
+}
+
 // backends lists the cluster's load balancer backends from the informer cache.
 // The nodes are shared with the cache: nobody may modify them (the cloud-provider
 // contract already requires providers to treat them as read-only).
@@ -93,10 +130,12 @@ func nodeEvents(window time.Duration) handler.TypedEventHandler[*v1.Node, reconc
 // lifecycle controller's guard may keep such a Node for minutes, and a machine
 // that does not exist serves no traffic (clouds reject it as a target).
 //
-// A node that joined less than NodeInitWait ago and is not initialized yet
-// (joining) is left out while other backends exist: its initialization sets
-// its provider ID, which triggers a backend update that names it. recheck is
-// when the first such node's wait ends (0 when none was left out).
+// A node that is not initialized yet is a backend at once, with the provider
+// ID its provider's cached instance listing gives it. One the listing does
+// not know, that joined less than NodeInitWait ago (joining), is left out
+// while other backends exist: its initialization sets its provider ID, which
+// triggers a backend update that names it. recheck is when the first such
+// node's wait ends (0 when none was left out).
 func (c *Controller) backends(ctx context.Context) (nodes []*v1.Node, recheck time.Duration, err error) {
 	cached, err := c.nodes.list()
 	if err != nil {
@@ -108,6 +147,16 @@ func (c *Controller) backends(ctx context.Context) (nodes []*v1.Node, recheck ti
 	for _, n := range cached {
 		if !IsBackend(n) || c.knownGone(n) {
 			continue
+		}
+		if joining(n) {
+			// The instance listing the cloud layer holds (the node
+			// controller lists to initialize it) may already know the
+			// machine: then the node is a backend at once, under that ID.
+			if id := c.listedProviderID(n); id != "" {
+				named := *n // a shallow copy: the cached Node stays as it is
+				named.Spec.ProviderID = id
+				n = &named
+			}
 		}
 		all = append(all, n)
 		if wait := c.opts.NodeInitWait - now.Sub(n.CreationTimestamp.Time); joining(n) && wait > 0 {
@@ -187,6 +236,15 @@ func (x *nodeIndex) list() ([]*v1.Node, error) {
 	return out, nil
 }
 
+// listedProviderID is the provider ID that node's provider's cached instance
+// listing gives it ("" when none does).
+func (c *Controller) listedProviderID(node *v1.Node) string {
+	if p := c.clouds.ForNode(node); p != nil {
+		return p.ListedProviderID(node)
+	}
+	return ""
+}
+
 // knownGone reports whether the provider that owns node knows its machine is
 // gone (without asking the cloud).
 func (c *Controller) knownGone(node *v1.Node) bool {
@@ -194,8 +252,9 @@ func (c *Controller) knownGone(node *v1.Node) bool {
 	return p != nil && p.KnownGone(node)
 }
 
-// joining reports whether the node controller has yet to initialize node:
-// it has the uninitialized taint and no provider ID.
+// joining reports whether the node controller has yet to initialize node
+// and the controller knows no provider ID for it: it has the uninitialized
+// taint and no provider ID.
 func joining(node *v1.Node) bool {
 	return node.Spec.ProviderID == "" && slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool {
 		return t.Key == cloudapi.TaintExternalCloudProvider
@@ -210,6 +269,9 @@ type nodeSyncer struct{ *Controller }
 // failed are handed to the service workers for a full ensure.
 func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	start := time.Now()
+	if wait := s.burst.hold(start, s.opts.NodeUpdateWindow); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
 	defer func() { nodeSyncLatency.Observe(time.Since(start).Seconds()) }()
 	nodes, recheck, err := s.backends(ctx)
 	if err != nil {

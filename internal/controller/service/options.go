@@ -28,11 +28,13 @@ type Options struct {
 	// LoadBalancer call.
 	ClusterName string
 	// NodeUpdateWindow gathers node changes before the load balancers' backends are
-	// updated (default 1s; no upstream flag). Each load balancer gets at most one
-	// UpdateLoadBalancer per window.
+	// updated (default 1s; no upstream flag): a pass waits until the changes
+	// have paused for a window, at most ten windows. Each load balancer gets
+	// at most one UpdateLoadBalancer per pass.
 	NodeUpdateWindow time.Duration
 	// NodeInitWait is how long a joining node that the node controller has not
-	// initialized yet (uninitialized taint, no provider ID) is kept out of the
+	// initialized yet (uninitialized taint, no provider ID), and whose machine
+	// the cached instance listing does not show, is kept out of the
 	// backends, unless no other backend exists (default 30s; no upstream
 	// flag). Its initialization triggers the backend update, which then names
 	// it by provider ID instead of making the provider look the node up by name
