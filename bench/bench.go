@@ -67,6 +67,11 @@ type Sizes struct {
 	OpenStackLBServices    int `json:"openstackLbServices"`
 	OpenStackChurnServices int `json:"openstackChurnServices"`
 	OpenStackChurnNodes    int `json:"openstackChurnNodes"`
+	// LadderRungs are the node counts scale-ladder grows through (each
+	// with a fifth as many LoadBalancer Services), measuring each for
+	// LadderWindow.
+	LadderRungs  []int         `json:"ladderRungs"`
+	LadderWindow time.Duration `json:"ladderWindow"`
 }
 
 // FullSizes are the sizes of the issue (make bench).
@@ -80,6 +85,7 @@ var FullSizes = Sizes{
 	OpenStackBurstNodes: 1000, OpenStackSteadyNodes: 2000,
 	OpenStackLBNodes: 20, OpenStackLBServices: 200,
 	OpenStackChurnServices: 200, OpenStackChurnNodes: 50,
+	LadderRungs: []int{1000, 2000, 5000, 10000}, LadderWindow: ladderWindowDefault,
 }
 
 // QuickSizes run all five scenarios in a few minutes (make bench-quick).
@@ -93,6 +99,7 @@ var QuickSizes = Sizes{
 	OpenStackBurstNodes: 20, OpenStackSteadyNodes: 30,
 	OpenStackLBNodes: 3, OpenStackLBServices: 5,
 	OpenStackChurnServices: 3, OpenStackChurnNodes: 3,
+	LadderRungs: []int{30, 60}, LadderWindow: 20 * time.Second,
 }
 
 // Set overrides one size, "name=value" with the name of its JSON field
@@ -102,7 +109,15 @@ func (s *Sizes) Set(kv string) error {
 	if !ok {
 		return fmt.Errorf("size %q: want name=value", kv)
 	}
-	if d, ok := map[string]*time.Duration{"steadyWindow": &s.SteadyWindow, "memoryWait": &s.MemoryWait}[name]; ok {
+	if name == "ladderRungs" {
+		rungs, err := parseRungs(value)
+		if err != nil {
+			return err
+		}
+		s.LadderRungs = rungs
+		return nil
+	}
+	if d, ok := map[string]*time.Duration{"steadyWindow": &s.SteadyWindow, "memoryWait": &s.MemoryWait, "ladderWindow": &s.LadderWindow}[name]; ok {
 		v, err := time.ParseDuration(value)
 		if err != nil || v <= 0 {
 			return fmt.Errorf("size %s: %q is not a positive duration", name, value)
@@ -122,7 +137,7 @@ func (s *Sizes) Set(kv string) error {
 	}
 	f, ok := fields[name]
 	if !ok {
-		return fmt.Errorf("size %q: unknown name (one of steadyWindow, memoryWait, %s)", name, strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
+		return fmt.Errorf("size %q: unknown name (one of steadyWindow, memoryWait, ladderWindow, ladderRungs, %s)", name, strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
 	}
 	n, err := strconv.Atoi(value)
 	if err != nil || n < 0 {
@@ -149,9 +164,18 @@ type Options struct {
 	Managers []string
 	// Cloud are the minicloud limits both managers face.
 	Cloud CloudLimits
-	// KubeAPIQPS and KubeAPIBurst are both managers' --kube-api-qps/burst.
+	// Mode is which flags both managers get: ModeDefaults (none: each
+	// manager's defaults), ModeTuned (TunedFlags), or "" (KubeAPIQPS and
+	// KubeAPIBurst as --kube-api-qps/burst).
+	Mode string
+	// KubeAPIQPS and KubeAPIBurst are both managers' --kube-api-qps/burst
+	// when Mode is "".
 	KubeAPIQPS   int
 	KubeAPIBurst int
+	// Repeats is how often each short scenario (node-init-burst, lb-burst,
+	// node-churn) runs per manager; the report has the median and the
+	// range. Default 1.
+	Repeats int
 	// Timeout bounds each scenario run (per manager).
 	Timeout time.Duration
 	// Progress, when set, gets the report so far after each scenario, so a
@@ -179,6 +203,12 @@ type CloudLimits struct {
 	OpenStackPendingDelay   time.Duration `json:"openstackPendingDelay,omitempty"`
 }
 
+// Modes of Options.Mode.
+const (
+	ModeDefaults = "defaults"
+	ModeTuned    = "tuned"
+)
+
 // DefaultCloud are the limits of the benchmark design (docs/benchmarks.md).
 var DefaultCloud = CloudLimits{
 	RateLimit: 20, Burst: 40, LatencyMS: 20, LBProvisionDelay: 2 * time.Second, VSphereLatencyMS: 20,
@@ -187,11 +217,13 @@ var DefaultCloud = CloudLimits{
 
 // Report is bench/results/latest.json.
 type Report struct {
-	Date      time.Time   `json:"date"`
-	Machine   Machine     `json:"machine"`
-	Cloud     CloudLimits `json:"cloud"`
-	KubeAPI   [2]int      `json:"kubeApiQpsBurst"`
-	Scenarios []Result    `json:"scenarios"`
+	Date    time.Time   `json:"date"`
+	Machine Machine     `json:"machine"`
+	Cloud   CloudLimits `json:"cloud"`
+	KubeAPI [2]int      `json:"kubeApiQpsBurst"`
+	// Mode is Options.Mode ("" when both got KubeAPI).
+	Mode      string   `json:"mode,omitempty"`
+	Scenarios []Result `json:"scenarios"`
 }
 
 // Machine describes where the numbers were taken.
@@ -218,6 +250,10 @@ type Result struct {
 	Ratio Metrics `json:"ratio"`
 	// Errors say why a side has no numbers.
 	Errors map[string]string `json:"errors,omitempty"`
+	// Runs is how often the scenario ran per manager; with more than one,
+	// each metric is the median and Range has [min, max] per manager.
+	Runs  int                              `json:"runs,omitempty"`
+	Range map[string]map[string][2]float64 `json:"range,omitempty"`
 }
 
 // Run runs the selected scenarios for both managers and returns the report.
@@ -230,6 +266,10 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 	if o.KubeAPIQPS == 0 {
 		o.KubeAPIQPS, o.KubeAPIBurst = 20, 30
 	}
+	if o.Mode != "" && o.Mode != ModeDefaults && o.Mode != ModeTuned {
+		return nil, fmt.Errorf("bench mode %q: want %q or %q", o.Mode, ModeDefaults, ModeTuned)
+	}
+	o.Repeats = max(o.Repeats, 1)
 	need := []string{filepath.Join(o.BinDir, "etcd"), filepath.Join(o.BinDir, "kube-apiserver"), o.StratusCCM}
 	for _, sc := range selected(o.Scenarios) {
 		upstreamCCM := filepath.Join(o.BinDir, "ccm")
@@ -261,25 +301,41 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		Machine: Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), Go: runtime.Version()},
 		Cloud:   o.Cloud,
 		KubeAPI: [2]int{o.KubeAPIQPS, o.KubeAPIBurst},
+		Mode:    o.Mode,
 	}
 	logger := log.FromContext(ctx)
 	for _, sc := range selected(o.Scenarios) {
-		res := Result{Name: sc.name, Date: time.Now().UTC(), Params: sc.params(o.Sizes)}
+		res := Result{Name: sc.name, Date: time.Now().UTC(), Params: sc.params(o.Sizes), Runs: 1}
+		if sc.short {
+			res.Runs = o.Repeats
+		}
 		for _, m := range []manager{upstream, stratus} {
 			if len(o.Managers) > 0 && !slices.Contains(o.Managers, string(m)) {
 				continue
 			}
-			logger.Info("running", "scenario", sc.name, "manager", m)
-			met, err := runOne(ctx, o, sc, m)
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			if err != nil {
-				if res.Errors == nil {
-					res.Errors = map[string]string{}
+			var runs []Metrics
+			for run := range res.Runs {
+				logger.Info("running", "scenario", sc.name, "manager", m, "run", run+1, "of", res.Runs)
+				met, err := runOne(ctx, o, sc, m)
+				if ctx.Err() != nil {
+					return nil, ctx.Err()
 				}
-				res.Errors[string(m)] = err.Error()
-				logger.Error(err, "scenario failed", "scenario", sc.name, "manager", m)
+				if err != nil {
+					if res.Errors == nil {
+						res.Errors = map[string]string{}
+					}
+					res.Errors[string(m)] = err.Error()
+					logger.Error(err, "scenario failed", "scenario", sc.name, "manager", m)
+					continue
+				}
+				runs = append(runs, met)
+			}
+			met, spread := medianRuns(runs)
+			if len(runs) > 1 {
+				if res.Range == nil {
+					res.Range = map[string]map[string][2]float64{}
+				}
+				res.Range[string(m)] = spread
 			}
 			if m == upstream {
 				res.Upstream = met
@@ -294,6 +350,29 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// medianRuns returns each metric's median over runs (the mean of the middle
+// two for an even count) and its [min, max]; a metric some run lacks is
+// taken over the runs that have it. No runs: nil.
+func medianRuns(runs []Metrics) (Metrics, map[string][2]float64) {
+	if len(runs) == 0 {
+		return nil, nil
+	}
+	vals := map[string][]float64{}
+	for _, r := range runs {
+		for k, v := range r {
+			vals[k] = append(vals[k], v)
+		}
+	}
+	med, spread := Metrics{}, map[string][2]float64{}
+	for k, vs := range vals {
+		slices.Sort(vs)
+		n := len(vs)
+		med[k] = (vs[(n-1)/2] + vs[n/2]) / 2
+		spread[k] = [2]float64{vs[0], vs[n-1]}
+	}
+	return med, spread
 }
 
 // checkPrefix starts the names of metrics that describe the run rather than

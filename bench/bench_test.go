@@ -52,6 +52,7 @@ func TestQuickRunsEveryScenario(t *testing.T) {
 		OpenStackBurstNodes: 3, OpenStackSteadyNodes: 3,
 		OpenStackLBNodes: 2, OpenStackLBServices: 2,
 		OpenStackChurnServices: 2, OpenStackChurnNodes: 2,
+		LadderRungs: []int{3, 6}, LadderWindow: 3 * time.Second,
 	}
 	for _, name := range Names() {
 		t.Run(name, func(t *testing.T) {

@@ -70,6 +70,37 @@ type env struct {
 	// floatingPool holds the OpenStack dialect's floating IPs (invalid for
 	// the other clouds).
 	floatingPool netip.Prefix
+	// auditLog is the API server's audit log; countsSince is when the
+	// counts were last reset (resetCounts).
+	auditLog    string
+	countsSince time.Time
+}
+
+// resetCounts zeroes the cloud's call counts and starts counting the
+// manager's Kubernetes API requests anew.
+func (e *env) resetCounts(ctx context.Context) error {
+	e.countsSince = time.Now()
+	if e.cloud == nil {
+		return nil
+	}
+	return e.cloud.ResetStats(ctx)
+}
+
+// TunedFlags are the flags of the "tuned" mode, for both managers (both
+// accept them).
+var TunedFlags = []string{"--kube-api-qps=200", "--kube-api-burst=400", "--concurrent-service-syncs=10", "--concurrent-node-syncs=10"}
+
+// managerFlags are the flags o's mode gives both managers: none in
+// "defaults" (each manager's own), TunedFlags in "tuned", otherwise
+// o's --kube-api-qps/burst.
+func managerFlags(o Options) []string {
+	switch o.Mode {
+	case ModeDefaults:
+		return nil
+	case ModeTuned:
+		return TunedFlags
+	}
+	return []string{"--kube-api-qps=" + strconv.Itoa(o.KubeAPIQPS), "--kube-api-burst=" + strconv.Itoa(o.KubeAPIBurst)}
 }
 
 // poll is how often scenarios look at the cluster while waiting.
@@ -89,7 +120,11 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, er
 	if err != nil {
 		return nil, err
 	}
-	cp := &devenv.ControlPlane{Dir: filepath.Join(dir, "cluster"), BinDir: o.BinDir, Ports: ports}
+	audit, auditLog, err := auditArgs(filepath.Join(dir, "audit"))
+	if err != nil {
+		return nil, err
+	}
+	cp := &devenv.ControlPlane{Dir: filepath.Join(dir, "cluster"), BinDir: o.BinDir, Ports: ports, APIServerArgs: audit}
 	if err := cp.Start(ctx); err != nil {
 		return nil, fmt.Errorf("control plane: %w", err)
 	}
@@ -99,6 +134,7 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, er
 		return nil, err
 	}
 	cfg.QPS, cfg.Burst = 500, 1000 // the harness, not the manager under test
+	cfg.UserAgent = harnessAgent
 	kube, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return nil, err
@@ -135,6 +171,7 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, er
 		e.kube = kube
 		bin = filepath.Join(o.BinDir, "ccm")
 	}
+	e.auditLog, e.countsSince = auditLog, time.Now()
 	if err := sc.setup(ctx, e, o.Sizes); err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
@@ -152,8 +189,8 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, er
 	cmd := exec.CommandContext(ctx, bin, append(cloudArgs,
 		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
 		"--leader-elect=false", "--use-service-account-credentials=false", "--secure-port=0",
-		"--configure-cloud-routes=false", "--cluster-name=bench",
-		"--kube-api-qps="+strconv.Itoa(o.KubeAPIQPS), "--kube-api-burst="+strconv.Itoa(o.KubeAPIBurst))...)
+		"--configure-cloud-routes=false", "--cluster-name=bench")...)
+	cmd.Args = append(cmd.Args, managerFlags(o)...)
 	logFile, err := os.Create(filepath.Join(o.WorkDir, sc.name+"-"+string(m)+".log"))
 	if err != nil {
 		return nil, err
@@ -464,9 +501,15 @@ func (e *env) registerNode(ctx context.Context, name string) error {
 
 // createServices creates count LoadBalancer Services named prefix-<i>.
 func (e *env) createServices(ctx context.Context, prefix string, count int) error {
+	return e.createServicesFrom(ctx, prefix, 0, count)
+}
+
+// createServicesFrom creates count LoadBalancer Services named prefix-<i>,
+// i from from.
+func (e *env) createServicesFrom(ctx context.Context, prefix string, from, count int) error {
 	g, ctx := errgroup.WithContext(ctx)
 	g.SetLimit(16)
-	for i := range count {
+	for i := from; i < from+count; i++ {
 		g.Go(func() error {
 			svc := &corev1.Service{
 				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", prefix, i), Namespace: metav1.NamespaceDefault},
@@ -589,6 +632,33 @@ func (e *env) managerStats(ctx context.Context) (int64, map[string]int64, error)
 	}
 	return total, ops, nil
 }
+
+// cpuSeconds is the CPU time (user and system) the manager has used.
+func (e *env) cpuSeconds() (float64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", e.mgr.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("read manager CPU time: %w", err)
+	}
+	// The command name (field 2) may hold spaces; the fields after it are
+	// counted from its closing parenthesis: utime and stime are 14 and 15.
+	rest := string(data[strings.LastIndexByte(string(data), ')')+1:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("manager /proc stat: %d fields after the name", len(f))
+	}
+	var ticks float64
+	for _, s := range f[11:13] {
+		v, err := strconv.ParseFloat(s, 64)
+		if err != nil {
+			return 0, fmt.Errorf("manager /proc stat %q: %w", s, err)
+		}
+		ticks += v
+	}
+	return ticks / clockTicks, nil
+}
+
+// clockTicks is USER_HZ, the unit of /proc CPU times (100 on Linux).
+const clockTicks = 100
 
 // peakRSS is the manager's peak resident set (VmHWM) in MiB.
 func (e *env) peakRSS() (float64, error) {

@@ -14,12 +14,22 @@ import (
 // ahead.
 func (r *Report) Markdown() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "Run %s on %s/%s, %d CPUs, %s. minicloud: %g requests/s per token (burst %d), %d ms latency per request, load balancers provision in %s. Both managers: --kube-api-qps=%d --kube-api-burst=%d.\n\n",
+	flags := fmt.Sprintf("--kube-api-qps=%d --kube-api-burst=%d", r.KubeAPI[0], r.KubeAPI[1])
+	switch r.Mode {
+	case ModeDefaults:
+		flags = "their own defaults (no tuning flags)"
+	case ModeTuned:
+		flags = strings.Join(TunedFlags, " ")
+	}
+	fmt.Fprintf(&b, "Run %s on %s/%s, %d CPUs, %s. minicloud: %g requests/s per token (burst %d), %d ms latency per request, load balancers provision in %s. Both managers: %s.\n\n",
 		r.Date.Format("2006-01-02 15:04 UTC"), r.Machine.OS, r.Machine.Arch, r.Machine.CPUs, r.Machine.Go,
-		r.Cloud.RateLimit, r.Cloud.Burst, r.Cloud.LatencyMS, r.Cloud.LBProvisionDelay, r.KubeAPI[0], r.KubeAPI[1])
+		r.Cloud.RateLimit, r.Cloud.Burst, r.Cloud.LatencyMS, r.Cloud.LBProvisionDelay, flags)
 	if slices.ContainsFunc(r.Scenarios, func(s Result) bool { return strings.HasPrefix(s.Name, openstackCloud+"-") }) {
 		fmt.Fprintf(&b, "OpenStack dialect (openstack-*): Octavia load balancers stay PENDING_CREATE for %s and PENDING_UPDATE for %s after each change; requests are counted per route and summed per API and method (e.g. `compute GET`).\n\n",
 			r.Cloud.OpenStackProvisionDelay, r.Cloud.OpenStackPendingDelay)
+	}
+	if slices.ContainsFunc(r.Scenarios, func(s Result) bool { return s.Runs > 1 }) {
+		b.WriteString("Scenarios that ran several times show the median and, in parentheses, the smallest and largest run.\n\n")
 	}
 	// A merged report (scenarios that started before the report's run) holds
 	// runs of different times, maybe of different commits: say when each
@@ -58,10 +68,21 @@ func (r *Report) Markdown() string {
 			case !okR && up == 0 && st == 0:
 				verdict = "both 0"
 			}
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", s.Name, params, k, num(up, okU), num(st, okS), num(ratio, okR), verdict)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", s.Name, params, k,
+				num(up, okU)+s.spread(string(upstream), k), num(st, okS)+s.spread(string(stratus), k), num(ratio, okR), verdict)
 		}
 	}
 	return b.String()
+}
+
+// spread is " (min–max)" of metric k for side m when the scenario ran
+// several times and the runs differ.
+func (s Result) spread(m, k string) string {
+	r, ok := s.Range[m][k]
+	if !ok || r[0] == r[1] {
+		return ""
+	}
+	return fmt.Sprintf(" (%s–%s)", num(r[0], true), num(r[1], true))
 }
 
 func union(a, b Metrics) Metrics {

@@ -16,6 +16,8 @@ type scenario struct {
 	// vSphere scenario's simulated vCenter starts with.
 	cloud string
 	vms   func(Sizes) int
+	// short scenarios run Options.Repeats times.
+	short bool
 
 	params  func(Sizes) map[string]any
 	setup   func(ctx context.Context, e *env, s Sizes) error
@@ -31,10 +33,10 @@ func Names() []string {
 	return out
 }
 
-// allScenarios are the minicloud scenarios, then the vSphere and the
-// OpenStack ones.
+// allScenarios are the minicloud scenarios, the scale ladder, then the
+// vSphere and the OpenStack ones.
 func allScenarios() []scenario {
-	return slices.Concat(scenarios, vsphereScenarios, openstackScenarios)
+	return slices.Concat(scenarios, []scenario{ladderScenario}, vsphereScenarios, openstackScenarios)
 }
 
 func selected(names []string) []scenario {
@@ -67,6 +69,33 @@ func callMetrics(ctx context.Context, e *env, m Metrics) error {
 		return err
 	}
 	opMetrics(m, "cloudCalls", total, ops, 1)
+	m["cloudCalls"] = float64(total)
+	for op, n := range ops {
+		m["cloudCalls "+op] = float64(n)
+	}
+	return kubeAPIMetrics(e, m, 1)
+}
+
+// kubeAPIMetrics adds the manager's Kubernetes API requests since the last
+// resetCounts, as the API server's audit log counted them, scaled by scale
+// (1 for totals, 3600/window for an hourly rate): in total and by verb and
+// resource ("kubeAPIRequests patch services/status").
+func kubeAPIMetrics(e *env, m Metrics, scale float64) error {
+	if e.auditLog == "" {
+		return nil
+	}
+	total, by, err := managerRequests(e.auditLog, e.countsSince)
+	if err != nil {
+		return err
+	}
+	name := "kubeAPIRequests"
+	if scale != 1 {
+		name += "PerHour"
+	}
+	m[name] = float64(total) * scale
+	for what, n := range by {
+		m[name+" "+what] = float64(n) * scale
+	}
 	return nil
 }
 
@@ -93,7 +122,7 @@ func settle(ctx context.Context, e *env, nodes, services int) error {
 	if err := e.waitIngress(ctx, services); err != nil {
 		return err
 	}
-	return e.cloud.ResetStats(ctx)
+	return e.resetCounts(ctx)
 }
 
 // settleWithServices waits until nodes Nodes are initialized, then creates
@@ -116,6 +145,126 @@ var scenarios = []scenario{
 	steadyState("steady-state", "", func(s Sizes) (int, int) { return s.SteadyNodes, s.SteadyServices }),
 	lbBurst("lb-burst", "", func(s Sizes) (int, int) { return s.LBBurstNodes, s.LBBurstServices }),
 	nodeChurn("node-churn", "", func(s Sizes) (int, int) { return s.ChurnServices, s.ChurnNodes }),
+	{
+		name:   "node-init-burst",
+		short:  true,
+		params: func(s Sizes) map[string]any { return map[string]any{"nodes": s.BurstNodes} },
+		// The machines exist; their kubelets register all at once.
+		setup: func(ctx context.Context, e *env, s Sizes) error {
+			return e.createInstances(ctx, nodeNames("burst", 0, s.BurstNodes))
+		},
+		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
+			if err := e.resetCounts(ctx); err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			if err := e.registerNodes(ctx, nodeNames("burst", 0, s.BurstNodes)); err != nil {
+				return nil, err
+			}
+			if err := e.waitInitialized(ctx, s.BurstNodes); err != nil {
+				return nil, err
+			}
+			m := Metrics{"secondsToAllInitialized": time.Since(start).Seconds()}
+			return m, callMetrics(ctx, e, m)
+		},
+	},
+	{
+		name: "steady-state",
+		params: func(s Sizes) map[string]any {
+			return map[string]any{"nodes": s.SteadyNodes, "services": s.SteadyServices, "window": s.SteadyWindow.String()}
+		},
+		// A cluster that has run for a while: the Nodes are initialized.
+		setup: func(ctx context.Context, e *env, s Sizes) error {
+			return e.createInitializedNodes(ctx, nodeNames("steady", 0, s.SteadyNodes))
+		},
+		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
+			if err := settleWithServices(ctx, e, s.SteadyNodes, "steady", s.SteadyServices); err != nil {
+				return nil, err
+			}
+			// The window itself, with the kubelets' status reports.
+			beats, err := e.heartbeat(ctx, nodeNames("steady", 0, s.SteadyNodes), min(heartbeatPeriod, s.SteadyWindow), s.SteadyWindow)
+			if err != nil {
+				return nil, err
+			}
+			total, ops, err := e.managerStats(ctx)
+			if err != nil {
+				return nil, err
+			}
+			perHour := 3600 / s.SteadyWindow.Seconds()
+			m := Metrics{"cloudCallsPerHour": float64(total) * perHour, checkPrefix + "node status reports by the harness": float64(beats)}
+			for op, n := range ops {
+				m["cloudCallsPerHour "+op] = float64(n) * perHour
+			}
+			return m, kubeAPIMetrics(e, m, perHour)
+		},
+	},
+	{
+		name:  "lb-burst",
+		short: true,
+		params: func(s Sizes) map[string]any {
+			return map[string]any{"nodes": s.LBBurstNodes, "services": s.LBBurstServices}
+		},
+		setup: func(ctx context.Context, e *env, s Sizes) error {
+			return e.createNodes(ctx, nodeNames("lbburst", 0, s.LBBurstNodes))
+		},
+		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
+			if err := settle(ctx, e, s.LBBurstNodes, 0); err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			if err := e.createServices(ctx, "lbburst", s.LBBurstServices); err != nil {
+				return nil, err
+			}
+			if err := e.waitIngress(ctx, s.LBBurstServices); err != nil {
+				return nil, err
+			}
+			m := Metrics{"secondsToAllIngress": time.Since(start).Seconds()}
+			lbs, err := e.loadBalancerCount(ctx)
+			if err != nil {
+				return nil, err
+			}
+			m[checkPrefix+"load balancers in the cloud at the end"] = float64(lbs)
+			return m, callMetrics(ctx, e, m)
+		},
+	},
+	{
+		name:  "node-churn",
+		short: true,
+		params: func(s Sizes) map[string]any {
+			return map[string]any{"initialNodes": churnBase, "services": s.ChurnServices, "joiningNodes": s.ChurnNodes}
+		},
+		setup: func(ctx context.Context, e *env, s Sizes) error {
+			if err := e.createInstances(ctx, nodeNames("churn", churnBase, s.ChurnNodes)); err != nil {
+				return err
+			}
+			return e.createNodes(ctx, nodeNames("churn", 0, churnBase))
+		},
+		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
+			if err := settleWithServices(ctx, e, churnBase, "churn", s.ChurnServices); err != nil {
+				return nil, err
+			}
+			if err := e.waitTargets(ctx, s.ChurnServices, churnBase); err != nil {
+				return nil, err
+			}
+			if err := e.resetCounts(ctx); err != nil {
+				return nil, err
+			}
+			start := time.Now()
+			if err := e.registerNodes(ctx, nodeNames("churn", churnBase, s.ChurnNodes)); err != nil {
+				return nil, err
+			}
+			if err := e.waitTargets(ctx, s.ChurnServices, churnBase+s.ChurnNodes); err != nil {
+				return nil, err
+			}
+			m := Metrics{"secondsToAllBackends": time.Since(start).Seconds()}
+			_, ops, err := e.managerStats(ctx)
+			if err != nil {
+				return nil, err
+			}
+			m["lbUpdateCalls"] = float64(ops["PUT /v1/load-balancers/{id}"])
+			return m, callMetrics(ctx, e, m)
+		},
+	},
 	{
 		name: "memory",
 		params: func(s Sizes) map[string]any {

@@ -19,14 +19,19 @@ func TestSizesSet(t *testing.T) {
 	if s.BurstNodes != QuickSizes.BurstNodes {
 		t.Errorf("Set changed another size: %+v", s)
 	}
+	if err := s.Set("ladderRungs=10,20"); err != nil || len(s.LadderRungs) != 2 || s.LadderRungs[1] != 20 {
+		t.Errorf("Set(ladderRungs=10,20): %v, rungs %v", err, s.LadderRungs)
+	}
 	for kv, want := range map[string]string{
-		"lbBurstServices":  "want name=value",
-		"nodes=3":          "unknown name",
-		"burstNodes=-1":    "not a count",
-		"burstNodes=many":  "not a count",
-		"steadyWindow=10":  "not a positive duration",
-		"steadyWindow=-1m": "not a positive duration",
-		"memoryWait=0s":    "not a positive duration",
+		"ladderRungs=20,10": "increasing",
+		"ladderRungs=a":     "increasing",
+		"lbBurstServices":   "want name=value",
+		"nodes=3":           "unknown name",
+		"burstNodes=-1":     "not a count",
+		"burstNodes=many":   "not a count",
+		"steadyWindow=10":   "not a positive duration",
+		"steadyWindow=-1m":  "not a positive duration",
+		"memoryWait=0s":     "not a positive duration",
 	} {
 		if err := s.Set(kv); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("Set(%q) = %v, want an error containing %q", kv, err, want)

@@ -135,6 +135,8 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 	f.DurationVar(&opts.Cloud.OpenStackProvisionDelay, "openstack-provision-delay", opts.Cloud.OpenStackProvisionDelay, "how long a new Octavia load balancer of the openstack-* scenarios stays PENDING_CREATE")
 	f.DurationVar(&opts.Cloud.OpenStackPendingDelay, "openstack-pending-delay", opts.Cloud.OpenStackPendingDelay, "how long an Octavia load balancer of the openstack-* scenarios stays PENDING_UPDATE after each change")
 	f.IntVar(&opts.Cloud.VSphereLatencyMS, "vsphere-latency-ms", opts.Cloud.VSphereLatencyMS, "latency added to every request to the simulated vCenter of the vsphere-* scenarios")
+	f.StringVar(&opts.Mode, "mode", "", `flags of both managers: "defaults" (none: each manager's own defaults), "tuned" (`+strings.Join(bench.TunedFlags, " ")+`), or empty for --kube-api-qps/--kube-api-burst below`)
+	f.IntVar(&opts.Repeats, "repeats", 1, "runs of each short scenario (node-init-burst, lb-burst, node-churn) per manager; the report has the median and the range")
 	f.IntVar(&opts.KubeAPIQPS, "kube-api-qps", 20, "--kube-api-qps of both managers")
 	f.IntVar(&opts.KubeAPIBurst, "kube-api-burst", 30, "--kube-api-burst of both managers")
 	f.DurationVar(&opts.Timeout, "timeout", 0, "bound of each scenario run per manager (default 15m)")

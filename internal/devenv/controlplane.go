@@ -106,6 +106,9 @@ type ControlPlane struct {
 	// ControllerManager starts kube-controller-manager too (default in
 	// Options of the dev environment; tests of the kubelet alone skip it).
 	ControllerManager bool
+	// APIServerArgs are added to kube-apiserver's command line (the
+	// benchmark's audit log, for example).
+	APIServerArgs []string
 
 	pki   pki
 	procs []*process // in start order
@@ -191,7 +194,7 @@ func (c *ControlPlane) startEtcd(ctx context.Context) error {
 }
 
 func (c *ControlPlane) startAPIServer(ctx context.Context) error {
-	p, err := c.start("kube-apiserver", []string{
+	p, err := c.start("kube-apiserver", append([]string{
 		"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(c.Ports.EtcdClient),
 		"--bind-address=127.0.0.1",
 		"--secure-port=" + strconv.Itoa(c.Ports.APIServer),
@@ -204,7 +207,7 @@ func (c *ControlPlane) startAPIServer(ctx context.Context) error {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--allow-privileged=true",
-	})
+	}, c.APIServerArgs...))
 	if err != nil {
 		return err
 	}

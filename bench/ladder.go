@@ -1,0 +1,102 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ladderServiceShare is the share of a rung's nodes that the number of its
+// LoadBalancer Services is (20%).
+const ladderServiceShare = 5
+
+// ladderScenario grows one cluster through Sizes.LadderRungs nodes (each rung
+// with a fifth as many LoadBalancer Services), and at each rung, once every
+// node is initialized and every Service has ingress, measures the manager for
+// LadderWindow while the kubelets report as they do (every 5 minutes): its
+// peak RSS so far, its CPU seconds and cloud calls per hour, and its
+// Kubernetes API requests per hour.
+var ladderScenario = scenario{
+	name: "scale-ladder",
+	params: func(s Sizes) map[string]any {
+		return map[string]any{"nodes": formatRungs(s.LadderRungs), "servicesPerNode": "1/" + strconv.Itoa(ladderServiceShare), "window": s.LadderWindow.String()}
+	},
+	setup: func(context.Context, *env, Sizes) error { return nil },
+	measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
+		m := Metrics{}
+		nodes, services := 0, 0
+		for _, rung := range s.LadderRungs {
+			if rung > nodes {
+				if err := e.createInitializedNodes(ctx, nodeNames("ladder", nodes, rung-nodes)); err != nil {
+					return nil, err
+				}
+				nodes = rung
+			}
+			if want := rung / ladderServiceShare; want > services {
+				if err := e.createServicesFrom(ctx, "ladder", services, want-services); err != nil {
+					return nil, err
+				}
+				services = want
+			}
+			if err := settle(ctx, e, nodes, services); err != nil {
+				return nil, err
+			}
+			cpu0, err := e.cpuSeconds()
+			if err != nil {
+				return nil, err
+			}
+			if _, err := e.heartbeat(ctx, nodeNames("ladder", 0, nodes), min(heartbeatPeriod, s.LadderWindow), s.LadderWindow); err != nil {
+				return nil, err
+			}
+			cpu1, err := e.cpuSeconds()
+			if err != nil {
+				return nil, err
+			}
+			rss, err := e.peakRSS()
+			if err != nil {
+				return nil, err
+			}
+			total, _, err := e.managerStats(ctx)
+			if err != nil {
+				return nil, err
+			}
+			perHour := 3600 / s.LadderWindow.Seconds()
+			rm := Metrics{}
+			if err := kubeAPIMetrics(e, rm, perHour); err != nil {
+				return nil, err
+			}
+			prefix := fmt.Sprintf("nodes=%05d ", rung)
+			m[prefix+"peakRSSMiB"] = rss
+			m[prefix+"cpuSecondsPerHour"] = (cpu1 - cpu0) * perHour
+			m[prefix+"cloudCallsPerHour"] = float64(total) * perHour
+			m[prefix+"kubeAPIRequestsPerHour"] = rm["kubeAPIRequestsPerHour"]
+		}
+		return m, nil
+	},
+}
+
+func formatRungs(rungs []int) string {
+	parts := make([]string, len(rungs))
+	for i, r := range rungs {
+		parts[i] = strconv.Itoa(r)
+	}
+	return strings.Join(parts, "/")
+}
+
+// parseRungs reads "1000,2000,5000": increasing node counts.
+func parseRungs(v string) ([]int, error) {
+	var out []int
+	for _, p := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(p))
+		if err != nil || n <= 0 || (len(out) > 0 && n <= out[len(out)-1]) {
+			return nil, fmt.Errorf("size ladderRungs: %q is not a list of increasing positive counts", v)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// ladderWindowDefault is the measurement window of each rung at full size.
+const ladderWindowDefault = 5 * time.Minute
