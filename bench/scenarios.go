@@ -69,10 +69,6 @@ func callMetrics(ctx context.Context, e *env, m Metrics) error {
 		return err
 	}
 	opMetrics(m, "cloudCalls", total, ops, 1)
-	m["cloudCalls"] = float64(total)
-	for op, n := range ops {
-		m["cloudCalls "+op] = float64(n)
-	}
 	return kubeAPIMetrics(e, m, 1)
 }
 
@@ -146,126 +142,6 @@ var scenarios = []scenario{
 	lbBurst("lb-burst", "", func(s Sizes) (int, int) { return s.LBBurstNodes, s.LBBurstServices }),
 	nodeChurn("node-churn", "", func(s Sizes) (int, int) { return s.ChurnServices, s.ChurnNodes }),
 	{
-		name:   "node-init-burst",
-		short:  true,
-		params: func(s Sizes) map[string]any { return map[string]any{"nodes": s.BurstNodes} },
-		// The machines exist; their kubelets register all at once.
-		setup: func(ctx context.Context, e *env, s Sizes) error {
-			return e.createInstances(ctx, nodeNames("burst", 0, s.BurstNodes))
-		},
-		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
-			if err := e.resetCounts(ctx); err != nil {
-				return nil, err
-			}
-			start := time.Now()
-			if err := e.registerNodes(ctx, nodeNames("burst", 0, s.BurstNodes)); err != nil {
-				return nil, err
-			}
-			if err := e.waitInitialized(ctx, s.BurstNodes); err != nil {
-				return nil, err
-			}
-			m := Metrics{"secondsToAllInitialized": time.Since(start).Seconds()}
-			return m, callMetrics(ctx, e, m)
-		},
-	},
-	{
-		name: "steady-state",
-		params: func(s Sizes) map[string]any {
-			return map[string]any{"nodes": s.SteadyNodes, "services": s.SteadyServices, "window": s.SteadyWindow.String()}
-		},
-		// A cluster that has run for a while: the Nodes are initialized.
-		setup: func(ctx context.Context, e *env, s Sizes) error {
-			return e.createInitializedNodes(ctx, nodeNames("steady", 0, s.SteadyNodes))
-		},
-		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
-			if err := settleWithServices(ctx, e, s.SteadyNodes, "steady", s.SteadyServices); err != nil {
-				return nil, err
-			}
-			// The window itself, with the kubelets' status reports.
-			beats, err := e.heartbeat(ctx, nodeNames("steady", 0, s.SteadyNodes), min(heartbeatPeriod, s.SteadyWindow), s.SteadyWindow)
-			if err != nil {
-				return nil, err
-			}
-			total, ops, err := e.managerStats(ctx)
-			if err != nil {
-				return nil, err
-			}
-			perHour := 3600 / s.SteadyWindow.Seconds()
-			m := Metrics{"cloudCallsPerHour": float64(total) * perHour, checkPrefix + "node status reports by the harness": float64(beats)}
-			for op, n := range ops {
-				m["cloudCallsPerHour "+op] = float64(n) * perHour
-			}
-			return m, kubeAPIMetrics(e, m, perHour)
-		},
-	},
-	{
-		name:  "lb-burst",
-		short: true,
-		params: func(s Sizes) map[string]any {
-			return map[string]any{"nodes": s.LBBurstNodes, "services": s.LBBurstServices}
-		},
-		setup: func(ctx context.Context, e *env, s Sizes) error {
-			return e.createNodes(ctx, nodeNames("lbburst", 0, s.LBBurstNodes))
-		},
-		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
-			if err := settle(ctx, e, s.LBBurstNodes, 0); err != nil {
-				return nil, err
-			}
-			start := time.Now()
-			if err := e.createServices(ctx, "lbburst", s.LBBurstServices); err != nil {
-				return nil, err
-			}
-			if err := e.waitIngress(ctx, s.LBBurstServices); err != nil {
-				return nil, err
-			}
-			m := Metrics{"secondsToAllIngress": time.Since(start).Seconds()}
-			lbs, err := e.loadBalancerCount(ctx)
-			if err != nil {
-				return nil, err
-			}
-			m[checkPrefix+"load balancers in the cloud at the end"] = float64(lbs)
-			return m, callMetrics(ctx, e, m)
-		},
-	},
-	{
-		name:  "node-churn",
-		short: true,
-		params: func(s Sizes) map[string]any {
-			return map[string]any{"initialNodes": churnBase, "services": s.ChurnServices, "joiningNodes": s.ChurnNodes}
-		},
-		setup: func(ctx context.Context, e *env, s Sizes) error {
-			if err := e.createInstances(ctx, nodeNames("churn", churnBase, s.ChurnNodes)); err != nil {
-				return err
-			}
-			return e.createNodes(ctx, nodeNames("churn", 0, churnBase))
-		},
-		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
-			if err := settleWithServices(ctx, e, churnBase, "churn", s.ChurnServices); err != nil {
-				return nil, err
-			}
-			if err := e.waitTargets(ctx, s.ChurnServices, churnBase); err != nil {
-				return nil, err
-			}
-			if err := e.resetCounts(ctx); err != nil {
-				return nil, err
-			}
-			start := time.Now()
-			if err := e.registerNodes(ctx, nodeNames("churn", churnBase, s.ChurnNodes)); err != nil {
-				return nil, err
-			}
-			if err := e.waitTargets(ctx, s.ChurnServices, churnBase+s.ChurnNodes); err != nil {
-				return nil, err
-			}
-			m := Metrics{"secondsToAllBackends": time.Since(start).Seconds()}
-			_, ops, err := e.managerStats(ctx)
-			if err != nil {
-				return nil, err
-			}
-			m["lbUpdateCalls"] = float64(ops["PUT /v1/load-balancers/{id}"])
-			return m, callMetrics(ctx, e, m)
-		},
-	},
-	{
 		name: "memory",
 		params: func(s Sizes) map[string]any {
 			return map[string]any{"nodes": s.MemoryNodes, "services": s.MemoryServices, "waitAtMost": s.MemoryWait.String()}
@@ -321,6 +197,7 @@ const churnBase = 3
 // manager's cloud calls.
 func nodeInitBurst(name, cloud string, nodes func(Sizes) int) scenario {
 	return scenario{
+		short:  true,
 		name:   name,
 		cloud:  cloud,
 		params: func(s Sizes) map[string]any { return map[string]any{"nodes": nodes(s)} },
@@ -330,7 +207,7 @@ func nodeInitBurst(name, cloud string, nodes func(Sizes) int) scenario {
 		},
 		measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
 			n := nodes(s)
-			if err := e.cloud.ResetStats(ctx); err != nil {
+			if err := e.resetCounts(ctx); err != nil {
 				return nil, err
 			}
 			start := time.Now()
@@ -378,7 +255,7 @@ func steadyState(name, cloud string, sizes func(Sizes) (nodes, services int)) sc
 			}
 			m := Metrics{checkPrefix + "node status reports by the harness": float64(beats)}
 			opMetrics(m, "cloudCallsPerHour", total, ops, 3600/s.SteadyWindow.Seconds())
-			return m, nil
+			return m, kubeAPIMetrics(e, m, 3600/s.SteadyWindow.Seconds())
 		},
 	}
 }
@@ -388,6 +265,7 @@ func steadyState(name, cloud string, sizes func(Sizes) (nodes, services int)) sc
 // calls.
 func lbBurst(name, cloud string, sizes func(Sizes) (nodes, services int)) scenario {
 	return scenario{
+		short: true,
 		name:  name,
 		cloud: cloud,
 		params: func(s Sizes) map[string]any {
@@ -433,6 +311,7 @@ func lbBurst(name, cloud string, sizes func(Sizes) (nodes, services int)) scenar
 // backends, the load-balancer updates and all cloud calls.
 func nodeChurn(name, cloud string, sizes func(Sizes) (services, joining int)) scenario {
 	return scenario{
+		short: true,
 		name:  name,
 		cloud: cloud,
 		params: func(s Sizes) map[string]any {
@@ -454,7 +333,7 @@ func nodeChurn(name, cloud string, sizes func(Sizes) (services, joining int)) sc
 			if err := e.waitTargets(ctx, services, churnBase); err != nil {
 				return nil, err
 			}
-			if err := e.cloud.ResetStats(ctx); err != nil {
+			if err := e.resetCounts(ctx); err != nil {
 				return nil, err
 			}
 			start := time.Now()
