@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -526,7 +527,17 @@ var scenarios = []scenario{
 				s, err := r.kube.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, svcName, metav1.GetOptions{})
 				return apierrors.IsNotFound(err) || (err == nil && s.UID != old.UID), nil
 			})
-			created := r.createService(lbService())
+			// The API server frees the old incarnation's node port a moment
+			// after the object is gone: retry the create until it has.
+			var created *corev1.Service
+			r.waitFor("recreate service "+svcName, func(ctx context.Context) (bool, error) {
+				svc, err := r.kube.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, lbService(), metav1.CreateOptions{})
+				if apierrors.IsInvalid(err) && strings.Contains(err.Error(), "already allocated") {
+					return false, nil
+				}
+				created = svc
+				return err == nil, err
+			})
 			r.lbReady(svcName, 1, 80)
 			r.waitCloud("only the new incarnation's load balancer", func(lbs []api.LoadBalancer, _ []api.Route) bool {
 				return len(lbs) == 1 && slices.Contains(mapValues(lbs[0].Tags), string(created.UID))

@@ -28,7 +28,7 @@ func TestProvisioningWatchedByListing(t *testing.T) {
 		svcs = append(svcs, h.createService(lbService(fmt.Sprintf("p%d", i))))
 	}
 	// Change p0 while it provisions: its next sync must call Ensure again.
-	h.waitEvent("p0", "SyncLoadBalancerFailed")
+	h.waitEvent("p0", EventProvisioning)
 	h.updateService("p0", func(s *v1.Service) { s.Spec.Ports[0].Port = 8443 })
 
 	for i := range n {
