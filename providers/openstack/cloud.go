@@ -80,7 +80,7 @@ func New(cfg *Config) (*Cloud, error) {
 		tr.TLSClientConfig = tc
 	}
 	c := &Cloud{cfg: cfg, http: &http.Client{Timeout: requestTimeout, Transport: tr}}
-	c.lbs = &loadBalancers{c: c}
+	c.lbs = &loadBalancers{c: c, cfg: c.cfg}
 	c.routes = &routes{c: c}
 	return c, nil
 }

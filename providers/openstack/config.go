@@ -74,6 +74,30 @@ type Config struct {
 	// RouterID is the Neutron router whose extra routes carry the pod
 	// CIDRs ([Route] router-id); empty: routes are not managed.
 	RouterID string
+	// Classes are the [LoadBalancerClass "name"] sections by name; a
+	// Service picks one with the loadbalancer.openstack.org/class annotation.
+	Classes map[string]*LBClass
+}
+
+// LBClass is one [LoadBalancerClass "name"] section: what it sets replaces
+// [LoadBalancer]'s value for the Services of that class.
+type LBClass struct {
+	// SubnetID is the VIP and members' subnet (subnet-id).
+	SubnetID string
+	// FloatingNetworkID is the floating IPs' network (floating-network-id).
+	FloatingNetworkID string
+}
+
+// classKeys are the keys of a [LoadBalancerClass "name"] section; nil set:
+// recognized (upstream reads it), not supported.
+var classKeys = map[string]func(*LBClass, string){
+	"subnet-id":            func(c *LBClass, v string) { c.SubnetID = v },
+	"floating-network-id":  func(c *LBClass, v string) { c.FloatingNetworkID = v },
+	"floating-subnet-id":   nil,
+	"floating-subnet":      nil,
+	"floating-subnet-tags": nil,
+	"network-id":           nil,
+	"member-subnet-id":     nil,
 }
 
 // defaults are upstream's defaults of the keys that have one.
@@ -227,6 +251,7 @@ func ParseConfig(r io.Reader) (*Config, error) {
 	}
 	c := defaults()
 	section := ""
+	var class *LBClass // the [LoadBalancerClass] being read
 	for n, line := range strings.Split(string(data), "\n") {
 		lineNo := n + 1
 		line = strings.TrimSpace(strings.TrimSuffix(line, "\r"))
@@ -234,14 +259,26 @@ func ParseConfig(r io.Reader) (*Config, error) {
 			continue
 		}
 		if line[0] == '[' {
-			name, _, hasSub, err := gitini.Header(line)
+			name, sub, hasSub, err := gitini.Header(line)
 			if err != nil {
 				return nil, fmt.Errorf("openstack config: line %d: %w", lineNo, err)
 			}
 			section = strings.ToLower(name)
 			switch {
 			case section == "loadbalancerclass":
-				return nil, fmt.Errorf("openstack config: line %d: %s: %s", lineNo, line, noLB)
+				sub = strings.TrimSpace(sub)
+				if !hasSub || sub == "" {
+					return nil, fmt.Errorf("openstack config: line %d: %s: [LoadBalancerClass] needs a name: [LoadBalancerClass \"name\"]", lineNo, line)
+				}
+				if c.Classes[sub] != nil {
+					return nil, fmt.Errorf("openstack config: line %d: %s: class %q is defined twice", lineNo, line, sub)
+				}
+				if c.Classes == nil {
+					c.Classes = map[string]*LBClass{}
+				}
+				class = &LBClass{}
+				c.Classes[sub] = class
+				continue
 			case sectionNames[section] == "":
 				return nil, fmt.Errorf("openstack config: line %d: %s: unknown section (known: [Global], [Networking], [LoadBalancer], [Route], [Metadata])", lineNo, line)
 			case hasSub:
@@ -255,6 +292,17 @@ func ParseConfig(r io.Reader) (*Config, error) {
 		name, value, err := gitini.Variable(line)
 		if err != nil {
 			return nil, fmt.Errorf("openstack config: line %d: [%s] %w", lineNo, sectionNames[section], err)
+		}
+		if section == "loadbalancerclass" {
+			set, known := classKeys[name]
+			switch {
+			case !known:
+				return nil, fmt.Errorf("openstack config: line %d: [LoadBalancerClass] %s: unknown key", lineNo, name)
+			case set == nil:
+				return nil, fmt.Errorf("openstack config: line %d: [LoadBalancerClass] %s: %s", lineNo, name, noLB)
+			}
+			set(class, value)
+			continue
 		}
 		where := fmt.Sprintf("[%s] %s", sectionNames[section], name)
 		i := slices.IndexFunc(keys, func(k key) bool { return k.section == section && k.name == name })

@@ -35,6 +35,10 @@ cascade-delete = false
 router-id = r-1
 [Metadata]
 search-order = configDrive,metadataService
+[LoadBalancerClass "internal"]
+subnet-id = sub-int
+[LoadBalancerClass "public"]
+floating-network-id = net-pub
 `
 	got, err := ParseConfig(strings.NewReader(conf))
 	if err != nil {
@@ -45,7 +49,8 @@ search-order = configDrive,metadataService
 		ProjectName: "k8s", ProjectDomainID: "default", Region: "RegionOne", EndpointType: "internal", TLSInsecure: true,
 		IPv6Disabled: true, PublicNetworks: []string{"ext-a", "ext-b"}, InternalNetworks: []string{"int"}, LBDisabled: true,
 		MonitorDelay: 7 * time.Second, MonitorTimeout: 3 * time.Second, MonitorMaxRetries: 1, MonitorMaxRetriesDown: 2,
-		LBMethod: "LEAST_CONNECTIONS", CascadeDelete: false, RouterID: "r-1"}
+		LBMethod: "LEAST_CONNECTIONS", CascadeDelete: false, RouterID: "r-1",
+		Classes: map[string]*LBClass{"internal": {SubnetID: "sub-int"}, "public": {FloatingNetworkID: "net-pub"}}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v\nwant %+v", got, want)
 	}
@@ -63,7 +68,10 @@ func TestParseConfigErrors(t *testing.T) {
 		{base + "use-clouds = true\n", "[Global] use-clouds: not supported: clouds.yaml"},
 		{base + "[LoadBalancer]\nmember-subnet-id = n\n", "[LoadBalancer] member-subnet-id: not supported by this provider's load balancers"},
 		{base + "[LoadBalancer]\ncreate-monitor = sometimes\n", "[LoadBalancer] create-monitor: \"sometimes\" is not a boolean"},
-		{base + "[LoadBalancerClass \"a\"]\n", `[LoadBalancerClass "a"]: not supported`},
+		{base + "[LoadBalancerClass]\n", `[LoadBalancerClass] needs a name`},
+		{base + "[LoadBalancerClass \"a\"]\n[LoadBalancerClass \"a\"]\n", `class "a" is defined twice`},
+		{base + "[LoadBalancerClass \"a\"]\nnetwork-id = n\n", `[LoadBalancerClass] network-id: not supported by this provider's load balancers`},
+		{base + "[LoadBalancerClass \"a\"]\ncolour = red\n", `[LoadBalancerClass] colour: unknown key`},
 		{base + "[LoadBalancer]\nlb-method = RANDOM\n", `[LoadBalancer] lb-method: "RANDOM": want one of ROUND_ROBIN`},
 		{base + "[LoadBalancer]\nmonitor-delay = 5\n", `[LoadBalancer] monitor-delay: "5" is not a positive duration`},
 		{base + "[LoadBalancer]\nmonitor-max-retries = 0\n", `[LoadBalancer] monitor-max-retries: "0" is not a whole number of at least 1`},
@@ -111,6 +119,11 @@ func TestConfigKeysDocumented(t *testing.T) {
 	for _, k := range keys {
 		if !strings.Contains(string(doc), "`"+k.name+"`") {
 			t.Errorf("docs/openstack.md does not name [%s] `%s`", sectionNames[k.section], k.name)
+		}
+	}
+	for name := range classKeys {
+		if !strings.Contains(string(doc), "`"+name+"`") {
+			t.Errorf("docs/openstack.md does not name [LoadBalancerClass] `%s`", name)
 		}
 	}
 }

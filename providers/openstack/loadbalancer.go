@@ -40,7 +40,53 @@ const pendingRetry = 5 * time.Second
 // loadBalancers implements cloudprovider.LoadBalancer and
 // pcp.LoadBalancerLister on Octavia, without blocking: while a load
 // balancer is PENDING_* its methods return an api.RetryError.
-type loadBalancers struct{ c *Cloud }
+type loadBalancers struct {
+	c *Cloud
+	// cfg is c's configuration, with a Service's [LoadBalancerClass]
+	// applied in the copy forService returns.
+	cfg *Config
+}
+
+// ClassAnnotation selects a [LoadBalancerClass "name"] section of cloud.conf
+// for a Service, as upstream: its subnet-id and floating-network-id replace
+// [LoadBalancer]'s for that Service's load balancer.
+const ClassAnnotation = "loadbalancer.openstack.org/class"
+
+// forService returns l with svc's load-balancer class applied, or an error
+// naming the annotation when it names no class of cloud.conf.
+func (l *loadBalancers) forService(svc *v1.Service) (*loadBalancers, error) {
+	name, ok := svc.Annotations[ClassAnnotation]
+	if !ok {
+		return l, nil
+	}
+	class := l.cfg.Classes[name]
+	if class == nil {
+		return nil, fmt.Errorf("service %s/%s: annotation %s: %q names no [LoadBalancerClass %q] section of cloud.conf (%w)",
+			svc.Namespace, svc.Name, ClassAnnotation, name, name, ErrUnsupported)
+	}
+	cfg := *l.cfg
+	if class.SubnetID != "" {
+		cfg.SubnetID = class.SubnetID
+	}
+	if class.FloatingNetworkID != "" {
+		cfg.FloatingNetworkID = class.FloatingNetworkID
+	}
+	return &loadBalancers{c: l.c, cfg: &cfg}, nil
+}
+
+// mayFloat reports whether some load balancer may have a floating IP: the
+// listing, which does not see the Services' classes, cannot tell which.
+func (c *Config) mayFloat() bool {
+	if c.FloatingNetworkID != "" {
+		return true
+	}
+	for _, class := range c.Classes {
+		if class.FloatingNetworkID != "" {
+			return true
+		}
+	}
+	return false
+}
 
 // GetLoadBalancerName returns upstream's name for the Service's load balancer.
 func (l *loadBalancers) GetLoadBalancerName(_ context.Context, clusterName string, svc *v1.Service) string {
@@ -78,6 +124,9 @@ func isPending(s string) bool { return strings.HasPrefix(s, "PENDING_") }
 
 // GetLoadBalancer reports the Service's load balancer and, once ACTIVE, its status.
 func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service) (*v1.LoadBalancerStatus, bool, error) {
+	if withClass, err := l.forService(svc); err == nil {
+		l = withClass // an unknown class is Ensure's error to report
+	}
 	lbc, err := l.c.lbClient(ctx)
 	if err != nil {
 		return nil, false, err
@@ -147,7 +196,7 @@ func (l *loadBalancers) wanted(svc *v1.Service, name string) ([]port, error) {
 			return nil, fmt.Errorf("service %s: spec.ports[%d].nodePort: not allocated (spec.allocateLoadBalancerNodePorts: false); members are node ports, so this is %w", key, i, ErrUnsupported)
 		}
 		w := port{protocol: proto, port: int(p.Port), nodePort: int(p.NodePort), cidrs: cidrs, persistence: persistence}
-		if l.c.cfg.CreateMonitor {
+		if l.cfg.CreateMonitor {
 			w.monitor = l.monitor(fmt.Sprintf("monitor_%d_%s", i, name), proto, local)
 			if local {
 				w.monitorPort = int(svc.Spec.HealthCheckNodePort)
@@ -166,7 +215,7 @@ func (l *loadBalancers) wanted(svc *v1.Service, name string) ([]port, error) {
 // check node port) for externalTrafficPolicy Local, where kube-proxy
 // answers whether the node has an endpoint.
 func (l *loadBalancers) monitor(name, proto string, local bool) *monitors.CreateOpts {
-	cfg := l.c.cfg
+	cfg := l.cfg
 	m := &monitors.CreateOpts{Name: name, Type: proto, Delay: seconds(cfg.MonitorDelay), Timeout: seconds(cfg.MonitorTimeout),
 		MaxRetries: cfg.MonitorMaxRetries, MaxRetriesDown: cfg.MonitorMaxRetriesDown}
 	switch {
@@ -187,7 +236,7 @@ func (l *loadBalancers) members(nodes []*v1.Node, p port) []pools.BatchUpdateMem
 	for _, n := range nodes {
 		for _, a := range n.Status.Addresses {
 			if a.Type == v1.NodeInternalIP && !strings.Contains(a.Address, ":") {
-				m := pools.BatchUpdateMemberOpts{Address: a.Address, ProtocolPort: p.nodePort, Name: ptr.To(n.Name), SubnetID: ptr.To(l.c.cfg.SubnetID)}
+				m := pools.BatchUpdateMemberOpts{Address: a.Address, ProtocolPort: p.nodePort, Name: ptr.To(n.Name), SubnetID: ptr.To(l.cfg.SubnetID)}
 				if p.monitorPort != 0 {
 					m.MonitorPort = ptr.To(p.monitorPort)
 				}
@@ -200,7 +249,7 @@ func (l *loadBalancers) members(nodes []*v1.Node, p port) []pools.BatchUpdateMem
 }
 
 func (l *loadBalancers) poolOpts(name string, p port, nodes []*v1.Node) *pools.CreateOpts {
-	po := &pools.CreateOpts{Name: "pool_" + name, Protocol: pools.Protocol(p.protocol), LBMethod: pools.LBMethod(l.c.cfg.LBMethod)}
+	po := &pools.CreateOpts{Name: "pool_" + name, Protocol: pools.Protocol(p.protocol), LBMethod: pools.LBMethod(l.cfg.LBMethod)}
 	if p.persistence != "" {
 		po.Persistence = &pools.SessionPersistence{Type: p.persistence}
 	}
@@ -279,7 +328,11 @@ func faultString(body []byte) string {
 // (one batch update) and its health monitor. Once nothing is left to
 // change it returns the VIP (or floating IP).
 func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
-	if l.c.cfg.SubnetID == "" {
+	l, err := l.forService(svc)
+	if err != nil {
+		return nil, err
+	}
+	if l.cfg.SubnetID == "" {
 		return nil, errors.New("openstack config: [LoadBalancer] subnet-id is required to create load balancers")
 	}
 	name := l.GetLoadBalancerName(ctx, clusterName, svc)
@@ -298,7 +351,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	if lb == nil {
 		opts := loadbalancers.CreateOpts{
 			Name: name, Description: fmt.Sprintf("Kubernetes external service %s/%s from cluster %s", svc.Namespace, svc.Name, clusterName),
-			VipSubnetID: l.c.cfg.SubnetID, Provider: l.c.cfg.LBProvider, Tags: []string{name, uidTag + string(svc.UID)},
+			VipSubnetID: l.cfg.SubnetID, Provider: l.cfg.LBProvider, Tags: []string{name, uidTag + string(svc.UID)},
 		}
 		for i, p := range ports {
 			opts.Listeners = append(opts.Listeners, l.listenerOpts(childName(i, name), p, nodes))
@@ -434,8 +487,8 @@ func (l *loadBalancers) syncPort(ctx context.Context, lbc *gophercloud.ServiceCl
 		}
 		return changed(lb, "creating the pool of "+where)
 	}
-	if pool.LBMethod != l.c.cfg.LBMethod || pool.Persistence.Type != p.persistence {
-		opts := pools.UpdateOpts{LBMethod: pools.LBMethod(l.c.cfg.LBMethod)}
+	if pool.LBMethod != l.cfg.LBMethod || pool.Persistence.Type != p.persistence {
+		opts := pools.UpdateOpts{LBMethod: pools.LBMethod(l.cfg.LBMethod)}
 		if p.persistence != "" {
 			opts.Persistence = &pools.SessionPersistence{Type: p.persistence}
 		}
@@ -537,7 +590,7 @@ func (l *loadBalancers) syncMonitor(ctx context.Context, lbc *gophercloud.Servic
 // re-associates one this cluster made for the load balancer (left by a
 // load balancer replaced after ERROR), else creates one.
 func (l *loadBalancers) status(ctx context.Context, lb *loadbalancers.LoadBalancer, create bool) (*v1.LoadBalancerStatus, error) {
-	if l.c.cfg.FloatingNetworkID == "" {
+	if l.cfg.FloatingNetworkID == "" {
 		return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: lb.VipAddress}}}, nil
 	}
 	nc, err := l.c.networkClient(ctx)
@@ -576,7 +629,7 @@ func (l *loadBalancers) attachFIP(ctx context.Context, nc *gophercloud.ServiceCl
 			return got, nil
 		}
 	}
-	got, err := floatingips.Create(ctx, nc, floatingips.CreateOpts{FloatingNetworkID: l.c.cfg.FloatingNetworkID, PortID: lb.VipPortID, Description: fipDescription(lb.Name)}).Extract()
+	got, err := floatingips.Create(ctx, nc, floatingips.CreateOpts{FloatingNetworkID: l.cfg.FloatingNetworkID, PortID: lb.VipPortID, Description: fipDescription(lb.Name)}).Extract()
 	if err != nil {
 		return nil, classify("create floating IP for load balancer "+lb.Name, err)
 	}
@@ -646,13 +699,13 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 	if err := l.deleteFIPs(ctx, lb); err != nil {
 		return err
 	}
-	return l.deleteLB(ctx, lbc, lb, l.c.cfg.CascadeDelete)
+	return l.deleteLB(ctx, lbc, lb, l.cfg.CascadeDelete)
 }
 
 // deleteFIPs deletes the floating IPs this provider made for lb (by their
 // description); others, a user's, stay.
 func (l *loadBalancers) deleteFIPs(ctx context.Context, lb *loadbalancers.LoadBalancer) error {
-	if l.c.cfg.FloatingNetworkID == "" {
+	if !l.cfg.mayFloat() {
 		return nil
 	}
 	nc, err := l.c.networkClient(ctx)
@@ -731,7 +784,7 @@ func (l *loadBalancers) ListLoadBalancers(ctx context.Context, clusterName strin
 				ref.ServiceUID = types.UID(uid)
 			}
 		}
-		if lb.ProvisioningStatus == "ACTIVE" && l.c.cfg.FloatingNetworkID == "" {
+		if lb.ProvisioningStatus == "ACTIVE" && !l.cfg.mayFloat() {
 			ref.Status = &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: lb.VipAddress}}}
 		}
 		out = append(out, ref)

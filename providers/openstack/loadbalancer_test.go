@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/netip"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -235,4 +236,54 @@ func mustParse(t *testing.T, s string) netip.Addr {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// TestLoadBalancerClass: a Service's loadbalancer.openstack.org/class picks
+// a [LoadBalancerClass] section, whose floating-network-id gives it a
+// floating IP that [LoadBalancer] does not; a Service without the annotation
+// keeps [LoadBalancer]'s VIP; a class cloud.conf lacks is an error naming the
+// annotation, and creates nothing.
+func TestLoadBalancerClass(t *testing.T) {
+	le := startLB(t)
+	lb, _ := le.provider(t, "[LoadBalancerClass \"public\"]\nfloating-network-id = "+le.pubNet+"\n")
+	ctx := context.Background()
+
+	public := service(18311, le.port)
+	public.Annotations = map[string]string{openstack.ClassAnnotation: "public"}
+	st, _ := le.ensure(t, lb, public, le.nodes)
+	if len(st.Ingress) != 1 || !le.mc.Config.PublicCIDR.Contains(mustParse(t, st.Ingress[0].IP)) {
+		t.Fatalf("class public: status %+v, want a floating IP", st)
+	}
+	addr := net.JoinHostPort(st.Ingress[0].IP, strconv.Itoa(18311))
+	if c := minicloudtest.CountTCP(t, addr, 3); c["n1"]+c["n2"]+c["n3"] != 3 {
+		t.Errorf("traffic through the class's floating IP: %v", c)
+	}
+	if got, exists, err := lb.GetLoadBalancer(ctx, "kubernetes", public); err != nil || !exists || len(got.Ingress) != 1 || got.Ingress[0].IP != st.Ingress[0].IP {
+		t.Errorf("GetLoadBalancer(class public) = %+v, %v, %v; want the floating IP %s", got, exists, err, st.Ingress[0].IP)
+	}
+
+	plain := service(18312, le.port)
+	plain.Name, plain.UID = "plain", "uid-2"
+	st2, _ := le.ensure(t, lb, plain, le.nodes)
+	if len(st2.Ingress) != 1 || le.mc.Config.PublicCIDR.Contains(mustParse(t, st2.Ingress[0].IP)) {
+		t.Errorf("no class: status %+v, want the VIP, not a floating IP", st2)
+	}
+
+	unknown := service(18313, le.port)
+	unknown.Name, unknown.UID = "unknown", "uid-3"
+	unknown.Annotations = map[string]string{openstack.ClassAnnotation: "private"}
+	_, err := lb.EnsureLoadBalancer(ctx, "kubernetes", unknown, le.nodes)
+	if !errors.Is(err, openstack.ErrUnsupported) || !strings.Contains(err.Error(), "annotation "+openstack.ClassAnnotation) || !strings.Contains(err.Error(), `"private"`) {
+		t.Errorf("unknown class: %v; want an ErrUnsupported naming the annotation and the class", err)
+	}
+	if _, exists, err := lb.GetLoadBalancer(ctx, "kubernetes", unknown); err != nil || exists {
+		t.Errorf("unknown class: GetLoadBalancer = %v, %v; want nothing created", exists, err)
+	}
+
+	if err := lb.EnsureLoadBalancerDeleted(ctx, "kubernetes", public); err != nil {
+		t.Fatal(err)
+	}
+	if !minicloudtest.Refused(addr) {
+		t.Error("the class's floating IP still accepts connections after the delete")
+	}
 }
