@@ -39,6 +39,7 @@ func startOpenStack(ctx context.Context, dir string, o Options) (*env, []string,
 	if err != nil {
 		return fail(err)
 	}
+	topo.RouterID = "" // the benchmarks run without routes
 	cloudConfig := filepath.Join(dir, "cloud.conf")
 	if err := os.WriteFile(cloudConfig, devenv.OpenStackCloudConf(identity, "ccm", e.managerToken, topo), 0o600); err != nil {
 		return fail(err)

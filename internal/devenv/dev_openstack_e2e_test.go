@@ -16,6 +16,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/testenv"
 	"github.com/stratus-ccm/stratus/minicloud"
+	"github.com/stratus-ccm/stratus/minicloud/client"
 )
 
 // TestDevOpenStack runs `stratus dev --cloud openstack` with the manager:
@@ -24,7 +25,7 @@ import (
 // IDs, zone, flavor, region), and `stratus dev demo` tells its story: a
 // Service's external IP is a floating IP of the public pool that carries
 // HTTP to a node, a stopped server's node gets the shutdown taint and a
-// deleted one's node is removed.
+// deleted one's node is removed. Routes are the dialect router's extra routes.
 func TestDevOpenStack(t *testing.T) {
 	t.Parallel()
 	root, err := testenv.RepoRoot()
@@ -65,6 +66,29 @@ func TestDevOpenStack(t *testing.T) {
 				hasAddress(n, corev1.NodeInternalIP, in.PrivateIP), nil
 		})
 	}
+
+	// Routes: each node's pod CIDR an extra route of the dialect's router,
+	// which minicloud carries as a route to the node's instance.
+	poll(t, 90*time.Second, "a route per node pod CIDR", func(ctx context.Context) (bool, error) {
+		nodes, err := d.conn.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		routes, err := d.conn.Cloud.ListRoutes(ctx, client.ListOptions{})
+		if err != nil {
+			return false, nil
+		}
+		have := map[string]string{}
+		for _, r := range routes {
+			have[r.DestinationCIDR] = r.TargetInstanceID
+		}
+		for _, n := range nodes.Items {
+			if n.Spec.PodCIDR == "" || have[n.Spec.PodCIDR] != d.instance(ctx, n.Name).ID {
+				return false, nil
+			}
+		}
+		return len(nodes.Items) > 0, nil
+	})
 
 	demoCtx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()

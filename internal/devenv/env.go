@@ -533,8 +533,7 @@ func (e *env) ensureInstances(ctx context.Context) ([]string, error) {
 // nodes, minicloud for load balancers) and no provider programs routes:
 // the VMs are not minicloud instances, which minicloud's routes point at.
 // With --cloud openstack the openstack provider reads <state-dir>/cloud.conf
-// and does nodes and load balancers; routes stay off (cloud.conf names no
-// [Route] router).
+// and does nodes, load balancers and routes (the dialect's router).
 func (e *env) managerArgs() []string {
 	args := []string{"--kubeconfig=" + e.cp.KubeconfigPath()}
 	switch {
@@ -545,7 +544,8 @@ func (e *env) managerArgs() []string {
 			"--cloud-provider=openstack",
 			"--cloud-config="+e.openstackConfigPath(),
 			"--config="+e.managerConfigPath(),
-			"--configure-cloud-routes=false",
+			"--configure-cloud-routes=true",
+			"--route-reconciliation-period=5s",
 		)
 	default:
 		args = append(args,

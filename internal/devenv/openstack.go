@@ -8,6 +8,7 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 	gos "github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/routers"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/networks"
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 
@@ -21,11 +22,13 @@ import (
 const OpenStackProviderIDPrefix = "openstack:///"
 
 // OpenStackTopology holds the IDs a cloud.conf for minicloud's OpenStack
-// dialect names: the VIP subnet (Neutron subnet "vips") and the external
-// network of the floating IPs ("public").
+// dialect names: the VIP subnet (Neutron subnet "vips"), the external
+// network of the floating IPs ("public") and the router whose extra routes
+// carry the pod CIDRs ("minicloud").
 type OpenStackTopology struct {
 	VIPSubnetID     string
 	PublicNetworkID string
+	RouterID        string
 }
 
 // OpenStackIdentityURL is the Keystone v3 URL of the dialect served by the
@@ -65,16 +68,24 @@ func LookupOpenStack(ctx context.Context, identityURL, token string) (OpenStackT
 	if err != nil || len(nets) != 1 {
 		return OpenStackTopology{}, fmt.Errorf("network public: %d found (%v), want 1", len(nets), err)
 	}
-	return OpenStackTopology{VIPSubnetID: subs[0].ID, PublicNetworkID: nets[0].ID}, nil
+	pages, err = routers.List(nc, routers.ListOpts{Name: "minicloud"}).AllPages(ctx)
+	if err != nil {
+		return OpenStackTopology{}, fmt.Errorf("list router minicloud: %w", err)
+	}
+	rs, err := routers.ExtractRouters(pages)
+	if err != nil || len(rs) != 1 {
+		return OpenStackTopology{}, fmt.Errorf("router minicloud: %d found (%v), want 1", len(rs), err)
+	}
+	return OpenStackTopology{VIPSubnetID: subs[0].ID, PublicNetworkID: nets[0].ID, RouterID: rs[0].ID}, nil
 }
 
 // OpenStackCloudConf is a cloud.conf (the upstream OpenStack CCM's INI
 // format, which the native provider reads too) for the dialect: password
 // authentication as user in project minicloud, load balancers on the VIP
-// subnet, each with a floating IP of the public network. No [Route]: routes
-// stay off where this file is used (the dev environment, the benchmarks).
+// subnet, each with a floating IP of the public network, and with t.RouterID
+// routes as the router's extra routes ([Route] router-id).
 func OpenStackCloudConf(identityURL, user, password string, t OpenStackTopology) []byte {
-	return fmt.Appendf(nil, `[Global]
+	conf := fmt.Appendf(nil, `[Global]
 auth-url = %s
 username = %s
 password = %s
@@ -88,6 +99,10 @@ subnet-id = %s
 floating-network-id = %s
 `, identityURL, user, password, openstack.DomainName, openstack.ProjectName, openstack.DomainName, minicloud.Region,
 		t.VIPSubnetID, t.PublicNetworkID)
+	if t.RouterID != "" {
+		conf = fmt.Appendf(conf, "\n[Route]\nrouter-id = %s\n", t.RouterID)
+	}
+	return conf
 }
 
 func (e *env) openstack() bool { return e.opts.Cloud == CloudOpenStack }
