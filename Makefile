@@ -8,6 +8,11 @@ KUBEBINS_DIR := $(shell hack/kubebins/build.sh --print-dir)
 # Packages tests run in parallel; the control plane of each takes ~300 MB.
 TEST_PARALLEL ?= 2
 TEST_TIMEOUT ?= 20m
+# The longest package: it runs from the start, next to the others, instead of
+# last (go test starts packages in import-path order), with more of its
+# scenarios at once (they mostly wait for the managers' periods).
+TEST_LONGEST ?= ./test/compat
+TEST_LONGEST_PARALLEL ?= 3
 
 .PHONY: help
 help: ## List the targets.
@@ -40,7 +45,12 @@ generate: ## Regenerate the Go code of proto/ (pure Go, no protoc: hack/protogen
 
 .PHONY: test
 test: kubebins kubebins-vsphere kubebins-openstack ## Run all tests against a real control plane (what CI runs).
-	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) go test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) ./...
+	@export KUBEBUILDER_ASSETS=$(KUBEBINS_DIR); \
+	others=$$(go list ./... | grep -vx "$$(go list $(TEST_LONGEST))"); \
+	echo "go test -parallel $(TEST_LONGEST_PARALLEL) $(TEST_LONGEST) & go test -p $(TEST_PARALLEL) <the other packages>"; \
+	go test -timeout $(TEST_TIMEOUT) -parallel $(TEST_LONGEST_PARALLEL) $(TEST_LONGEST) & longest=$$!; \
+	go test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$others; rc=$$?; \
+	wait $$longest || rc=1; exit $$rc
 
 .PHONY: bench
 bench: kubebins kubebins-vsphere kubebins-openstack build ## Benchmark stratus-ccm against the upstream CCM at full size (bench/results/latest.json; long).
