@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/stratus-ccm/stratus/bench"
+	"github.com/stratus-ccm/stratus/internal/bench"
 )
 
 // newBenchCommand returns `stratus bench`: the scale benchmarks side by side

@@ -9,7 +9,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/stratus-ccm/stratus/bench"
+	"github.com/stratus-ccm/stratus/internal/bench"
 )
 
 // pluginBenchSizes are bench-plugin's default sizes: moderate, a few
