@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"runtime"
 	"time"
 
@@ -52,6 +53,9 @@ type Kubelet struct {
 	SystemUUID string
 	// Client talks to the API server.
 	Client kubernetes.Interface
+	// Ports, if set, answers the NodePorts for this kubelet (at ListenIP,
+	// or IP) instead of listeners of its own; it must be running.
+	Ports *NodePorts
 }
 
 // Run registers the node (an existing Node is kept, as a restarted kubelet
@@ -65,7 +69,15 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	if k.ListenIP != "" {
 		listen = k.ListenIP
 	}
-	r := &responder{node: k.Name, ip: listen, client: k.Client}
+	if k.Ports != nil {
+		remove := k.Ports.add(listen, k.Name)
+		defer remove()
+		wait.UntilWithContext(ctx, k.heartbeat, HeartbeatPeriod)
+		return nil
+	}
+	node := k.Name
+	r := &responder{name: "node " + node, ip: listen, client: k.Client,
+		nodeAt: func(net.Addr) (string, bool) { return node, true }}
 	errc := make(chan error, 1)
 	go func() { errc <- r.run(ctx) }()
 	wait.UntilWithContext(ctx, k.heartbeat, HeartbeatPeriod)

@@ -225,3 +225,83 @@ func hasAddress(n *corev1.Node, typ corev1.NodeAddressType, addr string) bool {
 	}
 	return false
 }
+
+// Kubelets sharing one NodePorts answer each at its own IP as its own
+// node, through one listener per port; a stopped kubelet's IP stops
+// answering while the others go on.
+func TestKubeletsShareNodePorts(t *testing.T) {
+	env := testenv.Get(t)
+	cs := env.Clientset(t)
+	ns := env.Namespace(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ports := &NodePorts{Client: cs}
+	portsDone := make(chan error, 1)
+	go func() { portsDone <- ports.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-portsDone; err != nil {
+			t.Errorf("NodePorts Run: %v", err)
+		}
+	})
+
+	type node struct {
+		name, ip string
+		cancel   context.CancelFunc
+		done     chan error
+	}
+	var nodes []*node
+	for i := range 2 {
+		n := &node{name: fmt.Sprintf("shared-%d-%d", i, rand.IntN(1e6)), ip: testIP(), done: make(chan error, 1)}
+		var kctx context.Context
+		kctx, n.cancel = context.WithCancel(ctx)
+		k := &Kubelet{Name: n.name, IP: n.ip, Client: cs, Ports: ports}
+		go func() { n.done <- k.Run(kctx) }()
+		nodes = append(nodes, n)
+		t.Cleanup(func() {
+			n.cancel()
+			<-n.done
+			_ = cs.CoreV1().Nodes().Delete(context.Background(), n.name, metav1.DeleteOptions{})
+		})
+	}
+	svc, err := cs.CoreV1().Services(ns).Create(t.Context(), &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "shared"},
+		Spec: corev1.ServiceSpec{
+			Type:  corev1.ServiceTypeLoadBalancer,
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodePort := strconv.Itoa(int(svc.Spec.Ports[0].NodePort))
+	for _, n := range nodes {
+		var reply Reply
+		poll(t, 30*time.Second, "node port of "+n.name+" answers", func(ctx context.Context) (bool, error) {
+			body, code, err := httpGet(ctx, "http://"+net.JoinHostPort(n.ip, nodePort)+"/")
+			if err != nil || code != http.StatusOK {
+				return false, nil
+			}
+			return true, json.Unmarshal(body, &reply)
+		})
+		if want := (Reply{Node: n.name, Namespace: ns, Service: "shared", Port: 80}); reply != want {
+			t.Errorf("reply at %s = %+v, want %+v", n.ip, reply, want)
+		}
+	}
+	// An address no kubelet has is reset, not answered.
+	if _, code, err := httpGet(t.Context(), "http://"+net.JoinHostPort(testIP(), nodePort)+"/"); err == nil {
+		t.Errorf("an address of no node answered %d", code)
+	}
+
+	nodes[0].cancel()
+	if err := <-nodes[0].done; err != nil {
+		t.Errorf("kubelet Run: %v", err)
+	}
+	nodes[0].done <- nil // for the cleanup
+	if _, code, err := httpGet(t.Context(), "http://"+net.JoinHostPort(nodes[0].ip, nodePort)+"/"); err == nil {
+		t.Errorf("the stopped kubelet's node port answered %d", code)
+	}
+	if _, code, err := httpGet(t.Context(), "http://"+net.JoinHostPort(nodes[1].ip, nodePort)+"/"); err != nil || code != http.StatusOK {
+		t.Errorf("the running kubelet's node port after the other stopped: %d, %v", code, err)
+	}
+}

@@ -68,13 +68,19 @@ type Reply struct {
 	Port      int32  `json:"port"`
 }
 
-// responder stands in for kube-proxy and a backend pod on one node: it
-// listens on ip at the ports desiredPorts computes and follows Service
-// changes through an informer.
+// responder stands in for kube-proxy and a backend pod: it listens on ip
+// ("" for every address) at the ports desiredPorts computes and follows
+// Service changes through an informer. nodeAt names the node a connection
+// reached by its local address; a connection to an address that names no
+// node is reset, as a machine without the address refuses it.
 type responder struct {
-	node   string
+	name   string // for errors and logs
 	ip     string
 	client kubernetes.Interface
+	nodeAt func(local net.Addr) (string, bool)
+	// connState, if set, sees every connection's state (NodePorts closes
+	// the connections of a node that stops).
+	connState func(net.Conn, http.ConnState)
 
 	routes    atomic.Pointer[map[int]portRoute]
 	mu        sync.Mutex
@@ -99,7 +105,7 @@ func (r *responder) run(ctx context.Context) error {
 		UpdateFunc: func(any, any) { notify() },
 		DeleteFunc: func(any) { notify() },
 	}); err != nil {
-		return fmt.Errorf("node %s: watch services: %w", r.node, err)
+		return fmt.Errorf("%s: watch services: %w", r.name, err)
 	}
 	factory.Start(ctx.Done())
 	defer func() {
@@ -113,7 +119,7 @@ func (r *responder) run(ctx context.Context) error {
 	for {
 		svcs, err := lister.List(labels.Everything())
 		if err != nil {
-			return fmt.Errorf("node %s: list services: %w", r.node, err)
+			return fmt.Errorf("%s: list services: %w", r.name, err)
 		}
 		r.reconcile(ctx, desiredPorts(svcs))
 		select {
@@ -147,12 +153,12 @@ func (r *responder) reconcile(ctx context.Context, want map[int]portRoute) {
 			log.FromContext(ctx).Info("cannot listen on node port", "address", addr, "error", err.Error())
 			continue
 		}
-		srv := &http.Server{Handler: r.handler(port), ReadHeaderTimeout: 5 * time.Second}
+		srv := &http.Server{Handler: r.handler(port), ReadHeaderTimeout: 5 * time.Second, ConnState: r.connState}
 		r.listeners[port] = srv
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
-			if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			if err := srv.Serve(&nodeListener{Listener: ln, nodeAt: r.nodeAt}); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.FromContext(ctx).Info("node port listener failed", "address", addr, "error", err.Error())
 			}
 		}()
@@ -175,7 +181,9 @@ func (r *responder) closeAll() {
 func (r *responder) handler(port int) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		route, ok := (*r.routes.Load())[port]
-		if !ok {
+		local, _ := req.Context().Value(http.LocalAddrContextKey).(net.Addr)
+		node, known := r.nodeAt(local)
+		if !ok || !known {
 			http.Error(w, "no service on this node port", http.StatusServiceUnavailable)
 			return
 		}
@@ -187,7 +195,114 @@ func (r *responder) handler(port int) http.Handler {
 				"localEndpoints": 1,
 			})
 		default:
-			_ = json.NewEncoder(w).Encode(Reply{Node: r.node, Namespace: route.namespace, Service: route.name, Port: route.servicePort})
+			_ = json.NewEncoder(w).Encode(Reply{Node: node, Namespace: route.namespace, Service: route.name, Port: route.servicePort})
 		}
 	})
+}
+
+// nodeListener resets every accepted connection whose local address names
+// no node.
+type nodeListener struct {
+	net.Listener
+	nodeAt func(net.Addr) (string, bool)
+}
+
+func (l *nodeListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		if _, ok := l.nodeAt(c.LocalAddr()); ok {
+			return c, nil
+		}
+		resetConn(c)
+	}
+}
+
+// resetConn closes c with a TCP reset, as a refused or dead peer answers.
+func resetConn(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		_ = tc.SetLinger(0)
+	}
+	_ = c.Close()
+}
+
+// NodePorts answers the NodePorts of LoadBalancer Services for many
+// simulated nodes at once: one listener per port on every address, which
+// tells the node from the address the connection reached. A Kubelet with
+// Ports set answers through it instead of listening on each port at its own
+// IP, so that the listening sockets grow with the Services' ports and not
+// with nodes × ports (a cluster of hundreds of nodes and Services would
+// otherwise need hundreds of thousands). Binding every address takes each
+// node port on the whole host: use it where no other program listens on
+// node ports (in its own network namespace, say).
+type NodePorts struct {
+	// Client talks to the API server.
+	Client kubernetes.Interface
+
+	mu    sync.RWMutex
+	nodes map[string]string   // IP → node name
+	conns map[net.Conn]string // open connections → the IP they reached
+}
+
+// Run serves until ctx is done.
+func (n *NodePorts) Run(ctx context.Context) error {
+	r := &responder{name: "node ports", client: n.Client, nodeAt: n.nodeAt, connState: n.track}
+	return r.run(ctx)
+}
+
+func (n *NodePorts) nodeAt(local net.Addr) (string, bool) {
+	ip := addrIP(local)
+	n.mu.RLock()
+	defer n.mu.RUnlock()
+	node, ok := n.nodes[ip]
+	return node, ok
+}
+
+func (n *NodePorts) track(c net.Conn, state http.ConnState) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	switch state {
+	case http.StateNew:
+		if n.conns == nil {
+			n.conns = map[net.Conn]string{}
+		}
+		n.conns[c] = addrIP(c.LocalAddr())
+	case http.StateClosed, http.StateHijacked:
+		delete(n.conns, c)
+	}
+}
+
+// add makes node answer at ip until the returned function is called, which
+// also resets the node's open connections (a stopped machine's connections
+// die with it).
+func (n *NodePorts) add(ip, node string) (remove func()) {
+	n.mu.Lock()
+	if n.nodes == nil {
+		n.nodes = map[string]string{}
+	}
+	n.nodes[ip] = node
+	n.mu.Unlock()
+	return func() {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.nodes[ip] == node {
+			delete(n.nodes, ip)
+		}
+		for c, at := range n.conns {
+			if at == ip {
+				resetConn(c)
+				delete(n.conns, c)
+			}
+		}
+	}
+}
+
+// addrIP is the IP of a TCP address ("" for another kind).
+func addrIP(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	return ""
 }
