@@ -410,6 +410,12 @@ func (r report) markdown() string {
 	} else {
 		row("partition of the leader", "not done (no leader during the window)")
 	}
+	if ps := r.leaders.pause; ps.done {
+		row("pause of the leader (SIGSTOP past the lease)", "successor acquired the lease %s after the SIGSTOP; after the SIGCONT the old leader's renew failed after %s, it exited after %s: both leading at once for %s; cloud writes by the old leader meanwhile: %s",
+			orNone(ps.newLeader), orNone(ps.noticed), orNone(ps.exited), ps.overlap.Round(10*time.Millisecond), writesSummary(ps.writes))
+	} else {
+		row("pause of the leader (SIGSTOP past the lease)", "not done (no leader, or no successor within %s)", pauseMax)
+	}
 	row("replica restarts", "%d (kills, lost leases)", r.leaders.exits)
 	row("problems when the faults stopped", "%d (missing or wrong load balancers, nodes, routes, traffic)", r.atWindowEnd)
 	if r.converged {
@@ -434,4 +440,24 @@ func orNone(d time.Duration) string {
 		return "—"
 	}
 	return d.Round(100 * time.Millisecond).String()
+}
+
+// writesSummary counts writes by what they were.
+func writesSummary(ws []cloudWrite) string {
+	if len(ws) == 0 {
+		return "0"
+	}
+	counts := map[string]int{}
+	var order []string
+	for _, w := range ws {
+		if counts[w.what] == 0 {
+			order = append(order, w.what)
+		}
+		counts[w.what]++
+	}
+	parts := make([]string, 0, len(order))
+	for _, what := range order {
+		parts = append(parts, fmt.Sprintf("%s ×%d", what, counts[what]))
+	}
+	return fmt.Sprintf("%d (%s)", len(ws), strings.Join(parts, ", "))
 }

@@ -44,6 +44,7 @@ import (
 	"github.com/stratus-ccm/stratus/internal/testenv"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
+	"github.com/stratus-ccm/stratus/pkg/annotations"
 )
 
 // size is the shape of one chaos run.
@@ -57,6 +58,10 @@ type size struct {
 	partitionFor    time.Duration
 	converge        time.Duration // deadline of the audit's convergence
 	trafficSample   int           // Services whose traffic is checked
+	// healthCheckInterval, if set, is every Service's
+	// load-balancer-health-check-interval: minicloud probes every node of
+	// every load balancer, nodes × Services probes per interval.
+	healthCheckInterval string
 }
 
 var (
@@ -75,7 +80,7 @@ var (
 		converge: 4 * time.Minute, trafficSample: 6}
 	fullSize = size{nodes: 300, services: 300, replicas: 3, window: 10 * time.Minute, churnEvery: 500 * time.Millisecond,
 		faultStep: 20 * time.Second, killEvery: 20 * time.Second, partitionFor: 15 * time.Second,
-		converge: 15 * time.Minute, trafficSample: 60}
+		converge: 15 * time.Minute, trafficSample: 60, healthCheckInterval: "60s"}
 )
 
 func chosenSize() size {
@@ -95,6 +100,9 @@ func chosenSize() size {
 	return s
 }
 
+// isolated: the test runs in a network namespace of its own (ownNetwork).
+var isolated bool
+
 func TestMain(m *testing.M) {
 	managertest.RunHelperProcess()
 	if raw := os.Getenv(minicloudEnv); raw != "" {
@@ -111,6 +119,11 @@ func TestMain(m *testing.M) {
 		}
 		os.Exit(0)
 	}
+	code, reran, own := ownNetwork()
+	if reran {
+		os.Exit(code)
+	}
+	isolated = own
 	testenv.Main(m)
 }
 
@@ -163,18 +176,21 @@ func TestChaos(t *testing.T) {
 	if err := cloud.waitUp(ctx, cl); err != nil {
 		t.Fatalf("minicloud did not come up: %v\n%s", err, cloud.output())
 	}
-	front := startCloudFront(t, cloud.url)
+	front := startCloudFront(t, cloud.url, sz.replicas)
 
-	cloudConfig := filepath.Join(dir, "minicloud.yaml")
-	if err := os.WriteFile(cloudConfig, fmt.Appendf(nil, "url: %s\ntokenFile: %s\n", front.url, tokenFile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	configPath := filepath.Join(dir, "stratus.yaml")
-	if err := os.WriteFile(configPath, fmt.Appendf(nil, managerConfig, cloudConfig), 0o600); err != nil {
-		t.Fatal(err)
+	// Each replica reaches the cloud at its own front address.
+	configs := make([]string, sz.replicas)
+	for i := range sz.replicas {
+		cloudConfig := filepath.Join(dir, fmt.Sprintf("minicloud-%d.yaml", i+1))
+		if err := os.WriteFile(cloudConfig, fmt.Appendf(nil, "url: %s\ntokenFile: %s\n", front.urls[i], tokenFile), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		configs[i] = filepath.Join(dir, fmt.Sprintf("stratus-%d.yaml", i+1))
+		if err := os.WriteFile(configs[i], fmt.Appendf(nil, managerConfig, cloudConfig), 0o600); err != nil {
+			t.Fatal(err)
+		}
 	}
 	args := []string{
-		"--config=" + configPath,
 		"--cluster-name=" + ns,
 		"--cluster-cidr=" + clusterCIDR,
 		"--configure-cloud-routes=true",
@@ -197,7 +213,7 @@ func TestChaos(t *testing.T) {
 	}
 	var replicas []*replica
 	for i := range sz.replicas {
-		replicas = append(replicas, newReplica(t, i+1, env.Config, apiURL.Host, args))
+		replicas = append(replicas, newReplica(t, i+1, env.Config, apiURL.Host, append([]string{"--config=" + configs[i]}, args...)))
 	}
 	// Stop the supervisors before the processes' own cleanups kill them,
 	// so that no replica is restarted after the test.
@@ -218,6 +234,12 @@ func TestChaos(t *testing.T) {
 	}
 	w := newWorld(t, cs, cl, ns, rand.New(rand.NewPCG(*seed, *seed^0x5eed)))
 	w.watchDeletions(ctx)
+	if sz.healthCheckInterval != "" {
+		w.annotations = map[string]string{annotations.LBHealthCheckInterval.Name: sz.healthCheckInterval}
+	}
+	if isolated {
+		w.servePorts(ctx)
+	}
 
 	t.Logf("chaos: %d nodes, %d services, %d replicas, window %s, seed %d", sz.nodes, sz.services, sz.replicas, sz.window, *seed)
 	populateStart := time.Now()
@@ -230,8 +252,11 @@ func TestChaos(t *testing.T) {
 	faults := &faultDriver{t: t, cloud: cloud, cl: cl, front: front, step: sz.faultStep, rng: rand.New(rand.NewPCG(*seed+1, *seed))}
 	// The partition falls halfway between two kills, once the leader killed
 	// last has had time to be replaced.
+	// The pause, likewise, a quarter into the window.
 	partitionAt := (sz.window/2/sz.killEvery)*sz.killEvery + sz.killEvery/2
-	leaders := &leaderKiller{t: t, replicas: replicas, every: sz.killEvery, partitionAt: partitionAt, partitionFor: sz.partitionFor}
+	pauseAt := (sz.window/4/sz.killEvery)*sz.killEvery + sz.killEvery/2
+	leaders := &leaderKiller{t: t, replicas: replicas, front: front, every: sz.killEvery,
+		partitionAt: partitionAt, partitionFor: sz.partitionFor, pauseAt: pauseAt}
 	windowStart := time.Now()
 	done := make(chan struct{}, 3)
 	go func() { w.churn(ctx, winCtx, sz.churnEvery, sz.nodes, sz.services); done <- struct{}{} }()
@@ -294,6 +319,9 @@ func TestChaos(t *testing.T) {
 	}
 	for _, v := range w.violations() {
 		t.Errorf("wrongly deleted: %s", v)
+	}
+	if ps := rep.leaders.pause; ps.done && ps.exited == 0 {
+		t.Errorf("the paused leader was still running %s after it resumed, although another replica held the lease", pauseMax)
 	}
 	for _, l := range leaks {
 		t.Errorf("credential in logs: %s", l)

@@ -74,6 +74,31 @@ type world struct {
 	nodeDels  []nodeDeletion
 	stats     churnStats
 	kubeletWG sync.WaitGroup
+
+	// annotations go on every Service the test creates.
+	annotations map[string]string
+	// ports, if set, answers every kubelet's NodePorts (servePorts).
+	ports *devenv.NodePorts
+}
+
+// servePorts makes the kubelets answer their NodePorts through one
+// devenv.NodePorts (one listener per port on every address) rather than
+// each through a listener per port at its IP: the sockets then grow with
+// the Services' ports, not with nodes × ports.
+func (w *world) servePorts(ctx context.Context) {
+	w.ports = &devenv.NodePorts{Client: w.cs}
+	pctx, cancel := context.WithCancel(log.IntoContext(ctx, logr.Discard()))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := w.ports.Run(pctx); err != nil {
+			w.t.Errorf("node ports: %v", err)
+		}
+	}()
+	w.t.Cleanup(func() {
+		cancel()
+		<-done
+	})
 }
 
 // nodeDeletion is a Node deletion the test observed (the test never deletes
@@ -312,7 +337,7 @@ func (w *world) runKubelet(ctx context.Context, m *machine) {
 	w.mu.Lock()
 	m.cancel, m.done = cancel, done
 	w.mu.Unlock()
-	k := &devenv.Kubelet{Name: m.name, IP: m.ip, Client: w.cs}
+	k := &devenv.Kubelet{Name: m.name, IP: m.ip, Client: w.cs, Ports: w.ports}
 	w.kubeletWG.Add(1)
 	go func() {
 		defer w.kubeletWG.Done()
@@ -472,7 +497,7 @@ func (w *world) randomSpec() corev1.ServiceSpec {
 }
 
 func (w *world) createService(ctx context.Context, name string) error {
-	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: w.randomSpec()}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Annotations: w.annotations}, Spec: w.randomSpec()}
 	_, err := w.cs.CoreV1().Services(w.ns).Create(ctx, svc, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("create service %s/%s: %w", w.ns, name, err)
@@ -545,7 +570,7 @@ func (w *world) recreatePending(ctx context.Context) {
 	pending := slices.Clone(w.pending)
 	w.mu.Unlock()
 	for _, name := range pending {
-		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}, Spec: w.randomSpec()}
+		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Annotations: w.annotations}, Spec: w.randomSpec()}
 		_, err := w.cs.CoreV1().Services(w.ns).Create(ctx, svc, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) || (err != nil && ctx.Err() != nil) {
 			continue

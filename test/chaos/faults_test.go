@@ -143,21 +143,47 @@ func (f *faultDriver) stats() faultStats {
 	return faultStats{steps: f.steps, errors: f.errors, throttled: f.throttled, requests: f.requests, emptied: f.front.emptied()}
 }
 
-// leaderKiller kills the leader with SIGKILL every `every`, and once, at
-// partitionAt, cuts the leader off the API server for partitionFor.
+// leaderKiller kills the leader with SIGKILL every `every`; once, at
+// partitionAt, cuts the leader off the API server for partitionFor; and
+// once, at pauseAt, freezes the leader with SIGSTOP until another replica
+// has acquired the lease, then lets it go on (SIGCONT).
 type leaderKiller struct {
 	t            *testing.T
 	replicas     []*replica
+	front        *cloudFront
 	every        time.Duration
 	partitionAt  time.Duration
 	partitionFor time.Duration
+	pauseAt      time.Duration
 
 	mu          sync.Mutex
-	partitioned bool
+	partitioned bool // partitioned or paused: no kills meanwhile
 	kills       int
 	failovers   []time.Duration // kill to the next leader's acquisition
 	noLeader    int             // ticks on which no replica led
 	part        partitionRecord
+	pause       pauseRecord
+}
+
+// pauseMax bounds the pause: a successor acquires the lease after about
+// its duration (6s) and a retry period, or something else is wrong.
+const pauseMax = time.Minute
+
+// pauseRecord is what happened around the leader's pause.
+type pauseRecord struct {
+	done bool
+	// newLeader: after SIGSTOP, when another replica acquired the lease
+	// (0: none within pauseMax).
+	newLeader time.Duration
+	// noticed and exited: after SIGCONT, when the old leader logged that its
+	// renew failed and when its process exited (0: not within pauseMax).
+	noticed, exited time.Duration
+	// overlap: from SIGCONT until the old leader stopped leading (its
+	// renew failed or it exited, whichever came first), while the successor
+	// led: both believed they led.
+	overlap time.Duration
+	// writes: the cloud writes the old leader sent from SIGCONT to its exit.
+	writes []cloudWrite
 }
 
 // partitionRecord is what happened during the partition.
@@ -171,9 +197,13 @@ type partitionRecord struct {
 	overlap time.Duration
 }
 
-func (l *leaderKiller) leader() (*replica, *managertest.Process) {
+func (l *leaderKiller) leader() (*replica, *managertest.Process) { return l.leaderOtherThan(nil) }
+
+// leaderOtherThan is a leading replica whose running process is not old
+// (old may still believe it leads: a partitioned or paused leader).
+func (l *leaderKiller) leaderOtherThan(old *managertest.Process) (*replica, *managertest.Process) {
 	for _, r := range l.replicas {
-		if p, ok := r.leading(); ok {
+		if p, ok := r.leading(); ok && p != old {
 			return r, p
 		}
 	}
@@ -185,8 +215,44 @@ func (l *leaderKiller) run(ctx context.Context) {
 	defer tick.Stop()
 	part := time.NewTimer(l.partitionAt)
 	defer part.Stop()
+	pause := time.NewTimer(l.pauseAt)
+	defer pause.Stop()
+	// A kill due while the leader is partitioned or paused is made as soon
+	// as that ends, so that they do not cost the run its kills.
+	var retry <-chan time.Time
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	kill := func() {
+		l.mu.Lock()
+		busy := l.partitioned
+		l.mu.Unlock()
+		retry = nil
+		if busy {
+			retry = time.After(500 * time.Millisecond)
+			return
+		}
+		r, p := l.leader()
+		if r == nil {
+			l.mu.Lock()
+			l.noLeader++
+			l.mu.Unlock()
+			return
+		}
+		killed := time.Now()
+		_ = p.Signal(syscall.SIGKILL)
+		l.mu.Lock()
+		l.kills++
+		l.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if d, ok := l.waitNewLeader(ctx, p, killed, l.every); ok {
+				l.mu.Lock()
+				l.failovers = append(l.failovers, d)
+				l.mu.Unlock()
+			}
+		}()
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -194,34 +260,13 @@ func (l *leaderKiller) run(ctx context.Context) {
 		case <-part.C:
 			wg.Add(1)
 			go func() { defer wg.Done(); l.partition(ctx) }()
-		case <-tick.C:
-			l.mu.Lock()
-			skip := l.partitioned
-			l.mu.Unlock()
-			if skip {
-				continue
-			}
-			r, p := l.leader()
-			if r == nil {
-				l.mu.Lock()
-				l.noLeader++
-				l.mu.Unlock()
-				continue
-			}
-			killed := time.Now()
-			_ = p.Signal(syscall.SIGKILL)
-			l.mu.Lock()
-			l.kills++
-			l.mu.Unlock()
+		case <-pause.C:
 			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				if d, ok := l.waitNewLeader(ctx, p, killed, l.every); ok {
-					l.mu.Lock()
-					l.failovers = append(l.failovers, d)
-					l.mu.Unlock()
-				}
-			}()
+			go func() { defer wg.Done(); l.pauseLeader(ctx) }()
+		case <-tick.C:
+			kill()
+		case <-retry:
+			kill()
 		}
 	}
 }
@@ -233,7 +278,7 @@ func (l *leaderKiller) waitNewLeader(ctx context.Context, old *managertest.Proce
 	deadline := time.NewTimer(limit)
 	defer deadline.Stop()
 	for {
-		if _, p := l.leader(); p != nil && p != old {
+		if _, p := l.leaderOtherThan(old); p != nil {
 			return time.Since(since), true
 		}
 		select {
@@ -246,24 +291,102 @@ func (l *leaderKiller) waitNewLeader(ctx context.Context, old *managertest.Proce
 	}
 }
 
-func (l *leaderKiller) partition(ctx context.Context) {
-	// The partition needs a leader: wait for one (a kill may just have
-	// happened).
-	var r *replica
-	var p *managertest.Process
+// takeLeader waits for a leader (a kill may just have happened) and stops
+// the kills until the returned function is called.
+func (l *leaderKiller) takeLeader(ctx context.Context) (*replica, *managertest.Process, func()) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
-	for r == nil {
+	for {
+		l.mu.Lock()
+		if !l.partitioned {
+			if r, p := l.leader(); r != nil {
+				l.partitioned = true
+				l.mu.Unlock()
+				return r, p, func() {
+					l.mu.Lock()
+					l.partitioned = false
+					l.mu.Unlock()
+				}
+			}
+		}
+		l.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return
+			return nil, nil, nil
 		case <-tick.C:
-			r, p = l.leader()
 		}
 	}
+}
+
+// pauseLeader freezes the leader (SIGSTOP, as a long GC pause or a frozen
+// VM would) until another replica has acquired the lease, then lets it go
+// on and measures how long both believed they led, and what the old one
+// wrote to the cloud meanwhile.
+func (l *leaderKiller) pauseLeader(ctx context.Context) {
+	r, p, release := l.takeLeader(ctx)
+	if r == nil {
+		return
+	}
+	defer release()
+	var rec pauseRecord
+	paused := time.Now()
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		l.t.Logf("chaos: pause replica %d: %v", r.id, err)
+		return
+	}
+	l.t.Logf("chaos: paused replica %d (the leader) with SIGSTOP", r.id)
+	// Resume even if the window ends first: a stopped process never exits.
+	d, ok := l.waitNewLeader(ctx, p, paused, pauseMax)
+	if ok {
+		rec.newLeader = d
+	}
+	from := len(p.Output())
+	resumed := time.Now()
+	_ = p.Signal(syscall.SIGCONT)
+	l.t.Logf("chaos: resumed replica %d after %s (successor after %s)", r.id, time.Since(paused).Round(100*time.Millisecond), orNone(rec.newLeader))
+	if !ok {
+		return
+	}
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.NewTimer(pauseMax)
+	defer deadline.Stop()
+	var exitedAt time.Time
+	for exitedAt.IsZero() {
+		if rec.noticed == 0 && renewFailed(p, from) {
+			rec.noticed = time.Since(resumed)
+		}
+		if !r.running(p) {
+			exitedAt = time.Now()
+			rec.exited = exitedAt.Sub(resumed)
+			break
+		}
+		select {
+		case <-deadline.C:
+			l.t.Logf("chaos: replica %d still running %s after it resumed", r.id, pauseMax)
+			exitedAt = time.Now()
+		case <-tick.C:
+		}
+	}
+	rec.overlap = exitedAt.Sub(resumed)
+	if rec.noticed > 0 {
+		rec.overlap = rec.noticed
+	}
+	rec.writes = l.front.writesBetween(r.id, resumed, exitedAt)
+	rec.done = true
 	l.mu.Lock()
-	l.partitioned = true
+	l.pause = rec
 	l.mu.Unlock()
+}
+
+func (l *leaderKiller) partition(ctx context.Context) {
+	r, p, release := l.takeLeader(ctx)
+	if r == nil {
+		return
+	}
+	defer release()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	cut := time.Now()
 	r.proxy.Cut()
 	l.t.Logf("chaos: partitioned replica %d (the leader) from the API server", r.id)
@@ -277,10 +400,12 @@ loop:
 		if !oldAlive && rec.oldExited == 0 {
 			rec.oldExited = time.Since(cut)
 		}
-		if _, np := l.leader(); np != nil && np != p && rec.newLeader == 0 {
+		if _, np := l.leaderOtherThan(p); np != nil && rec.newLeader == 0 {
 			rec.newLeader = time.Since(cut)
 		}
-		if rec.newLeader > 0 && oldAlive {
+		// The old leader believes it leads until its renew fails (it then
+		// exits).
+		if rec.newLeader > 0 && oldAlive && !renewFailed(p, 0) {
 			if overlapFrom.IsZero() {
 				overlapFrom = time.Now()
 			}
@@ -297,7 +422,6 @@ loop:
 	r.proxy.Heal()
 	rec.done = true
 	l.mu.Lock()
-	l.partitioned = false
 	l.part = rec
 	l.mu.Unlock()
 }
@@ -306,12 +430,13 @@ type leaderStats struct {
 	kills, noLeader, exits int
 	failovers              []time.Duration
 	part                   partitionRecord
+	pause                  pauseRecord
 }
 
 func (l *leaderKiller) stats(replicas []*replica) leaderStats {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	s := leaderStats{kills: l.kills, noLeader: l.noLeader, failovers: append([]time.Duration(nil), l.failovers...), part: l.part}
+	s := leaderStats{kills: l.kills, noLeader: l.noLeader, failovers: append([]time.Duration(nil), l.failovers...), part: l.part, pause: l.pause}
 	for _, r := range replicas {
 		r.mu.Lock()
 		s.exits += r.exits

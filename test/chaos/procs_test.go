@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -112,21 +114,31 @@ func (c *cloudProcess) waitUp(ctx context.Context, cl *client.Client) error {
 // cloudFront is what the managers reach minicloud through: a reverse proxy
 // that, while empty is set, answers every unfiltered instance listing with
 // no instances and no next page, a cloud whose inventory briefly comes back
-// empty. Filtered lookups and everything else pass unchanged.
+// empty. Filtered lookups and everything else pass unchanged. Each replica
+// reaches it at its own address (urls[i] for replica i+1), so that the
+// front can tell which replica made each write.
 type cloudFront struct {
-	url   string
-	mu    sync.Mutex
-	empty bool
-	hits  int // listings emptied
+	urls   []string
+	mu     sync.Mutex
+	empty  bool
+	hits   int            // listings emptied
+	writes [][]cloudWrite // per replica
 }
 
-func startCloudFront(t *testing.T, target string) *cloudFront {
+// cloudWrite is a write request (any method but GET and HEAD) a replica
+// sent to the cloud.
+type cloudWrite struct {
+	at   time.Time
+	what string // method and path
+}
+
+func startCloudFront(t *testing.T, target string, replicas int) *cloudFront {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := &cloudFront{}
+	f := &cloudFront{writes: make([][]cloudWrite, replicas)}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ModifyResponse = func(resp *http.Response) error {
 		req := resp.Request
@@ -155,15 +167,37 @@ func startCloudFront(t *testing.T, target string) *cloudFront {
 	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
 		http.Error(w, `{"error":{"code":"internal","message":"cloud unreachable"}}`, http.StatusBadGateway)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for i := range replicas {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if req.Method != http.MethodGet && req.Method != http.MethodHead {
+				f.mu.Lock()
+				f.writes[i] = append(f.writes[i], cloudWrite{at: time.Now(), what: req.Method + " " + req.URL.Path})
+				f.mu.Unlock()
+			}
+			rp.ServeHTTP(w, req)
+		})}
+		go func() { _ = srv.Serve(ln) }()
+		t.Cleanup(func() { srv.Close() })
+		f.urls = append(f.urls, "http://"+ln.Addr().String())
 	}
-	srv := &http.Server{Handler: rp, ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ln) }()
-	t.Cleanup(func() { srv.Close() })
-	f.url = "http://" + ln.Addr().String()
 	return f
+}
+
+// writesBetween is what replica id wrote to the cloud in [from, to].
+func (f *cloudFront) writesBetween(id int, from, to time.Time) []cloudWrite {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []cloudWrite
+	for _, w := range f.writes[id-1] {
+		if !w.at.Before(from) && !w.at.After(to) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 func (f *cloudFront) setEmpty(on bool) {
@@ -336,6 +370,14 @@ func (r *replica) leading() (*managertest.Process, bool) {
 	return r.proc, strings.Contains(r.proc.Output(), "Successfully acquired lease")
 }
 
+// renewFailed reports whether p logged, after its first `from` bytes of
+// output, that its renew loop lost the lease (client-go's leader election
+// logs it as it stops leading).
+func renewFailed(p *managertest.Process, from int) bool {
+	out := p.Output()
+	return len(out) > from && strings.Contains(out[from:], "Failed to renew lease")
+}
+
 func (r *replica) running(p *managertest.Process) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -397,4 +439,84 @@ func faultsOff(ctx context.Context, cl *client.Client) error {
 		_, err := cl.SetFaults(ctx, api.Faults{})
 		return err == nil, nil
 	})
+}
+
+// netnsEnv marks the test binary re-run in a network namespace of its own.
+const netnsEnv = "STRATUS_CHAOS_NETNS"
+
+// advertiseIP is the API server's address in that namespace (TEST-NET-1).
+const advertiseIP = "192.0.2.1"
+
+// ownNetwork runs the test in a network namespace of its own, where the
+// simulated nodes' NodePorts can listen on every address (one socket per
+// port for all nodes, see devenv.NodePorts) without taking the node ports
+// of other programs on the host, and with the open-file limit raised for
+// the run's thousands of connections. As root (needed for both) it re-runs
+// the test binary in a new namespace and returns that run's exit code and
+// true; inside that run it brings up the loopback interface and reports
+// isolated; elsewhere (not root, or namespaces not allowed) the test runs
+// in the host's network with a listener per node and port.
+func ownNetwork() (code int, reran, isolated bool) {
+	if os.Getenv(netnsEnv) != "" {
+		// Loopback up, and a default route with a global address on it:
+		// kube-apiserver advertises the address of the default route's
+		// interface and does not start without one. Nothing leaves the
+		// namespace (there is no other interface).
+		for _, args := range [][]string{
+			{"link", "set", "lo", "up"},
+			{"addr", "add", advertiseIP + "/32", "dev", "lo"},
+			{"route", "add", "default", "dev", "lo"},
+		} {
+			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+				fmt.Fprintf(os.Stderr, "chaos: ip %s in the test's network namespace: %v: %s\n", strings.Join(args, " "), err, out)
+				os.Exit(2)
+			}
+		}
+		return 0, false, true
+	}
+	if os.Getuid() != 0 {
+		return 0, false, false
+	}
+	raiseOpenFiles()
+	// Pdeathsig follows the thread that started the child.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd := exec.Command(os.Args[0], os.Args[1:]...)
+	cmd.Env = append(os.Environ(), netnsEnv+"=1")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNET, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: no network namespace of its own (%v); running in the host's network\n", err)
+		return 0, false, false
+	}
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, true, false
+	case errors.As(err, &exit) && exit.ExitCode() > 0:
+		return exit.ExitCode(), true, false
+	default:
+		fmt.Fprintf(os.Stderr, "chaos: test run in its network namespace: %v\n", err)
+		return 1, true, false
+	}
+}
+
+// raiseOpenFiles lifts the open-file limit to the kernel's maximum
+// (fs.nr_open, at most 1<<20) where allowed: each load balancer connection through
+// minicloud's data plane and each health probe holds descriptors in two
+// processes. Children inherit it.
+func raiseOpenFiles() {
+	raw, err := os.ReadFile("/proc/sys/fs/nr_open")
+	if err != nil {
+		return
+	}
+	n, err := strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
+	if err != nil {
+		return
+	}
+	n = min(n, 1<<20)
+	// Without CAP_SYS_RESOURCE the hard limit stays (Go has already raised
+	// the soft limit to it); the shared node ports need far fewer.
+	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n})
 }
