@@ -7,6 +7,8 @@
 // --cloud-provider=external does, keeps it Ready with heartbeats while its
 // instance runs, and stands in for kube-proxy and a backend pod by answering
 // HTTP on every LoadBalancer Service's NodePort at its instance's private IP.
+// NodePorts does the same for many kubelets with one listener per port (the
+// chaos run's hundreds of nodes); stratus dev keeps a listener per kubelet.
 //
 // With Options.Cloud CloudOpenStack minicloud also serves its OpenStack
 // dialect (package minicloud/openstack) and the manager runs the openstack
