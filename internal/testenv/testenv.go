@@ -66,15 +66,22 @@ var current *Env
 // Main starts the control plane, runs the tests and stops it again; it never
 // returns. Call it from TestMain.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(run(m, nil))
 }
 
-func run(m *testing.M) int {
+// MainWith is Main with extra kube-apiserver flags (name without dashes →
+// value), such as a Service IP range wider than envtest's /24 for a test
+// of hundreds of Services.
+func MainWith(m *testing.M, apiServerFlags map[string]string) {
+	os.Exit(run(m, apiServerFlags))
+}
+
+func run(m *testing.M, apiServerFlags map[string]string) int {
 	flag.Parse()
 	if testing.Short() {
 		return m.Run()
 	}
-	env, err := Start()
+	env, err := StartWith(apiServerFlags)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
 		return 1
@@ -112,7 +119,10 @@ func Get(t testing.TB) *Env {
 }
 
 // Start starts etcd and kube-apiserver. Most tests use Main and Get instead.
-func Start() (*Env, error) {
+func Start() (*Env, error) { return StartWith(nil) }
+
+// StartWith is Start with extra kube-apiserver flags (see MainWith).
+func StartWith(apiServerFlags map[string]string) (*Env, error) {
 	binDir, err := BinDir()
 	if err != nil {
 		return nil, err
@@ -136,6 +146,9 @@ func Start() (*Env, error) {
 	env.ControlPlane.Etcd = etcd
 	api := env.ControlPlane.GetAPIServer()
 	api.CertDir = filepath.Join(root, "certs")
+	for name, value := range apiServerFlags {
+		api.Configure().Set(name, value)
+	}
 	for _, d := range []string{etcd.DataDir, api.CertDir} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
