@@ -124,7 +124,9 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	}
 	isolated = own
-	testenv.Main(m)
+	// envtest's Service IP range (a /24) holds fewer than the full size's
+	// 300 Services.
+	testenv.MainWith(m, map[string]string{"service-cluster-ip-range": serviceCIDR})
 }
 
 // Address pools of the chaos cloud: 127.251.0.0/16, a block neither
@@ -151,6 +153,9 @@ nodeLifecycle:
   deletionBudgetMin: 1000
   deletionBudgetWindow: 1m
 `
+
+// serviceCIDR is the control plane's Service IP range.
+const serviceCIDR = "10.96.0.0/16"
 
 // clusterCIDR holds the nodes' pod CIDRs (10.<seq/256>.<seq%256>.0/24).
 const clusterCIDR = "10.0.0.0/8"
