@@ -60,12 +60,24 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	mgr, err := o.newManager(ctx, restCfg, cfg, clouds, logger)
+	// A lease read that shows another holder while this replica leads
+	// cancels everything at once (watchedLock.onTaken), in-flight cloud and
+	// API calls included.
+	runCtx, stopRun := context.WithCancelCause(ctx)
+	defer stopRun(nil)
+	mgr, err := o.newManager(runCtx, restCfg, cfg, clouds, logger, func(holder string) {
+		logger.Info("the lease is held by another replica: stopping at once", "holder", holder)
+		stopRun(ErrLeaderElectionLost)
+	})
 	if err != nil {
 		return err
 	}
 	logger.Info("starting", "providers", providerNames(clouds), "leaderElection", o.LeaderElect)
-	if err := mgr.Start(ctx); err != nil {
+	err = mgr.Start(runCtx)
+	if errors.Is(context.Cause(runCtx), ErrLeaderElectionLost) {
+		return ErrLeaderElectionLost
+	}
+	if err != nil {
 		// controller-runtime reports a lost lease as a plain error with this text.
 		if err.Error() == ErrLeaderElectionLost.Error() {
 			return ErrLeaderElectionLost
@@ -160,7 +172,7 @@ func providerNames(clouds *cloud.Set) []string {
 // newManager builds the controller-runtime manager with leader election, the
 // secure server, and the runnable that initializes the providers and starts the
 // controllers once this replica leads.
-func (o *Options) newManager(ctx context.Context, restCfg *rest.Config, cfg *ManagerConfig, clouds *cloud.Set, logger logr.Logger) (manager.Manager, error) {
+func (o *Options) newManager(ctx context.Context, restCfg *rest.Config, cfg *ManagerConfig, clouds *cloud.Set, logger logr.Logger, onLeaseTaken func(holder string)) (manager.Manager, error) {
 	grace := DefaultShutdownGracePeriod
 	if cfg != nil && cfg.ShutdownGracePeriod != nil && cfg.ShutdownGracePeriod.Duration > 0 {
 		grace = cfg.ShutdownGracePeriod.Duration
@@ -188,6 +200,7 @@ func (o *Options) newManager(ctx context.Context, restCfg *rest.Config, cfg *Man
 		if lock, err = newLeaseLock(o, restCfg); err != nil {
 			return nil, err
 		}
+		lock.onTaken = onLeaseTaken
 		mo.LeaderElectionResourceLockInterface = lock
 	}
 	mgr, err := manager.New(restCfg, mo)
