@@ -23,35 +23,27 @@ func newNodeSet(nodes []*v1.Node) nodeSet {
 	return s
 }
 
-// cachedService is what the controller remembers of a Service it synced: the
-// last-seen object (to delete its load balancer when the Service vanished without
-// our finalizer, or was recreated with a new UID), its provider, and the backend
-// set its load balancer was last given.
-type cachedService struct {
+// svcState is what the controller remembers of a Service it synced, the state
+// its plans (plan.go) start from: the last-seen object (to delete its load
+// balancer when the Service vanished without our finalizer, or was recreated
+// with a new UID), its provider, where its load balancer stands (phase), and
+// the backend set its load balancer was last given.
+type svcState struct {
 	svc      *v1.Service
 	provider *cloud.Provider
+	// phase is where this incarnation's load balancer stands.
+	phase phase
 	// nodes is the backend set last sent to the cloud (nil before the first sync).
 	nodes nodeSet
-	// ensured is true once EnsureLoadBalancer succeeded for this incarnation: only
-	// then do node changes and drift checks concern it.
-	ensured bool
 	// ensuredSvc is the Service as last successfully ensured (or adopted).
 	ensuredSvc *v1.Service
-	// elsewhere is true when the provider said another controller implements this
-	// load balancer (ImplementedElsewhere).
-	elsewhere bool
 	// firstEnsure is when this incarnation was first ensured, for the
 	// provisioning-latency metric.
 	firstEnsure time.Time
-	// provisioning is the fingerprint of the configuration whose Ensure
-	// answered RetryError (still provisioning), "" otherwise; while it
-	// matches, shared listings tell when the load balancer is ready.
-	provisioning string
-	// provisioningRetry is that RetryError's delay; provisioningDue is when
-	// the Service is next due for a look (only a listing taken then or later
-	// answers it).
-	provisioningRetry time.Duration
-	provisioningDue   time.Time
+	// provisioning is set while an Ensure answered RetryError (still
+	// provisioning), whatever the phase: an ensured load balancer being
+	// changed provisions too.
+	provisioning provisioningWait
 	// failed is true while the Service's last sync ended in an error; when
 	// its provider recovers from an outage, such Services are synced at once
 	// instead of when their backoff ends.
@@ -61,7 +53,7 @@ type cachedService struct {
 // ensuredFrom records svc as the Service last ensured. The remembered copy
 // serves when it asks the same of its load balancer (as it does unless the
 // Service changed during the sync): one copy per Service instead of two.
-func (e *cachedService) ensuredFrom(svc *v1.Service) {
+func (e *svcState) ensuredFrom(svc *v1.Service) {
 	if e.svc != nil && e.svc.UID == svc.UID && !needsUpdate(e.svc, svc) {
 		e.ensuredSvc = e.svc
 		return
@@ -73,31 +65,31 @@ func (e *cachedService) ensuredFrom(svc *v1.Service) {
 // Entries are copied in and out under the lock; callers never share them.
 type serviceCache struct {
 	mu sync.Mutex
-	m  map[types.NamespacedName]*cachedService
+	m  map[types.NamespacedName]*svcState
 }
 
 func newServiceCache() *serviceCache {
-	return &serviceCache{m: map[types.NamespacedName]*cachedService{}}
+	return &serviceCache{m: map[types.NamespacedName]*svcState{}}
 }
 
 // get returns a copy of the entry for key.
-func (c *serviceCache) get(key types.NamespacedName) (cachedService, bool) {
+func (c *serviceCache) get(key types.NamespacedName) (svcState, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[key]
 	if !ok {
-		return cachedService{}, false
+		return svcState{}, false
 	}
 	return *e, true
 }
 
 // update applies fn to the entry for key, creating an empty one first if needed.
-func (c *serviceCache) update(key types.NamespacedName, fn func(*cachedService)) {
+func (c *serviceCache) update(key types.NamespacedName, fn func(*svcState)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[key]
 	if !ok {
-		e = &cachedService{}
+		e = &svcState{}
 		c.m[key] = e
 	}
 	fn(e)
@@ -106,9 +98,9 @@ func (c *serviceCache) update(key types.NamespacedName, fn func(*cachedService))
 // remember records svc (a private copy) as the last-seen object of its key. A
 // different UID starts a new incarnation.
 func (c *serviceCache) remember(svc *v1.Service, p *cloud.Provider) {
-	c.update(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, func(e *cachedService) {
+	c.update(types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}, func(e *svcState) {
 		if e.svc != nil && e.svc.UID != svc.UID {
-			*e = cachedService{}
+			*e = svcState{}
 		}
 		e.svc, e.provider = svc, p
 	})
@@ -124,12 +116,12 @@ func (c *serviceCache) delete(key types.NamespacedName) {
 // balancer of uid whose recorded set differs; it returns the entry as it was and
 // whether the set changed. Recording before the cloud call keeps a concurrent
 // pass from sending the same update twice.
-func (c *serviceCache) swapNodes(key types.NamespacedName, uid types.UID, set nodeSet) (cachedService, bool) {
+func (c *serviceCache) swapNodes(key types.NamespacedName, uid types.UID, set nodeSet) (svcState, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[key]
-	if !ok || e.svc == nil || e.svc.UID != uid || !e.ensured || e.elsewhere || maps.Equal(e.nodes, set) {
-		return cachedService{}, false
+	if !ok || e.svc == nil || e.svc.UID != uid || e.phase != phaseEnsured || maps.Equal(e.nodes, set) {
+		return svcState{}, false
 	}
 	old := *e
 	e.nodes = set

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"reflect"
 	"slices"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -54,10 +53,8 @@ type Controller struct {
 	provisioning *provisioningListings
 	// locks keeps a Service's sync and its backend updates apart.
 	locks keyLocks
-	// addsHeldSince is when the node syncer began holding backend additions
-	// back for joining nodes (zero when it is not). Only the node syncer's
-	// single work item uses it.
-	addsHeldSince time.Time
+	// pass is what the node syncer remembers between backend passes.
+	pass passState
 	// sets shares equal backend sets among the cached Services.
 	sets sharedSets
 	// burst holds a backend pass back while node changes keep coming.
@@ -100,7 +97,7 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 		cache:    newServiceCache(),
 		retries:  make(chan event.GenericEvent),
 
-		provisioning: newProvisioningListings(provisioningFreshness),
+		provisioning: newProvisioningListings(provisioningFreshness, opts.Clock),
 	}
 
 	svcCtrl, err := controller.New(Name, mgr, controller.Options{
@@ -129,7 +126,7 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 	if err != nil {
 		return false, fmt.Errorf("service controller: %w", err)
 	}
-	if err := nodeCtrl.Watch(source.Kind(mgr.GetCache(), &v1.Node{}, nodeEvents(opts.NodeUpdateWindow, &c.burst))); err != nil {
+	if err := nodeCtrl.Watch(source.Kind(mgr.GetCache(), &v1.Node{}, nodeEvents(opts.NodeUpdateWindow, opts.Clock, &c.burst))); err != nil {
 		return false, fmt.Errorf("service controller: watch nodes: %w", err)
 	}
 	// A node whose machine turns out to be gone leaves the backends although

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
 	"github.com/stratus-ccm/stratus/internal/echo"
@@ -255,7 +256,7 @@ func TestOptions(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := Options{Workers: 10, ClusterName: "kubernetes", NodeUpdateWindow: DefaultNodeUpdateWindow, NodeInitWait: DefaultNodeInitWait, ResyncPeriod: DefaultResyncPeriod,
-		OrphanGracePeriod: DefaultOrphanGracePeriod, RetryBaseDelay: DefaultRetryBaseDelay, RetryMaxDelay: DefaultRetryMaxDelay}
+		OrphanGracePeriod: DefaultOrphanGracePeriod, RetryBaseDelay: DefaultRetryBaseDelay, RetryMaxDelay: DefaultRetryMaxDelay, Clock: clock.RealClock{}}
 	if o != want {
 		t.Errorf("defaults = %+v, want %+v", o, want)
 	}
@@ -304,13 +305,13 @@ func TestEnsuredFromSharesTheRememberedCopy(t *testing.T) {
 	key := types.NamespacedName{Namespace: "ns", Name: "web"}
 	patched := svc.DeepCopy()
 	patched.Finalizers = []string{Finalizer} // the finalizer patch; same load balancer
-	c.update(key, func(e *cachedService) { e.ensuredFrom(patched) })
+	c.update(key, func(e *svcState) { e.ensuredFrom(patched) })
 	if e, _ := c.get(key); e.ensuredSvc != e.svc {
 		t.Error("the ensured Service is a second copy of the remembered one")
 	}
 	changed := svc.DeepCopy()
 	changed.Spec.Ports[0].Port = 8443
-	c.update(key, func(e *cachedService) { e.ensuredFrom(changed) })
+	c.update(key, func(e *svcState) { e.ensuredFrom(changed) })
 	e, _ := c.get(key)
 	if e.ensuredSvc == e.svc || e.ensuredSvc == changed || e.ensuredSvc.Spec.Ports[0].Port != 8443 {
 		t.Errorf("a changed Service: ensured %p (port %d), remembered %p; want a private copy of the change", e.ensuredSvc, e.ensuredSvc.Spec.Ports[0].Port, e.svc)

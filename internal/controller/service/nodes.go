@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudapi "k8s.io/cloud-provider/api"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -70,9 +71,9 @@ var nodesKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "bac
 // the queue keeps the earliest time, and the pass waits until the changes
 // have paused for a window (burst), so that a burst of joining nodes shares
 // one pass.
-func nodeEvents(window time.Duration, burst *nodeBurst) handler.TypedEventHandler[*v1.Node, reconcile.Request] {
+func nodeEvents(window time.Duration, clk clock.PassiveClock, burst *nodeBurst) handler.TypedEventHandler[*v1.Node, reconcile.Request] {
 	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		burst.touch(time.Now())
+		burst.touch(clk.Now())
 		q.AddAfter(nodesKey, window)
 	}
 	return handler.TypedFuncs[*v1.Node, reconcile.Request]{
@@ -133,17 +134,15 @@ func (b *nodeBurst) hold(now time.Time, window time.Duration) time.Duration {
 // A node that is not initialized yet is a backend at once, with the provider
 // ID its provider's cached instance listing gives it. One the listing does
 // not know, that joined less than NodeInitWait ago (joining), is left out
-// while other backends exist: its initialization sets its provider ID, which
-// triggers a backend update that names it. recheck is when the first such
-// node's wait ends (0 when none was left out).
+// while other backends exist (selectBackends): its initialization sets its
+// provider ID, which triggers a backend update that names it. recheck is when
+// the first such node's wait ends (0 when none was left out).
 func (c *Controller) backends(ctx context.Context) (nodes []*v1.Node, recheck time.Duration, err error) {
 	cached, err := c.nodes.list()
 	if err != nil {
 		return nil, 0, err
 	}
-	all := make([]*v1.Node, 0, len(cached))
-	ready := make([]*v1.Node, 0, len(cached))
-	now := time.Now()
+	observed := make([]*v1.Node, 0, len(cached))
 	for _, n := range cached {
 		if !IsBackend(n) || c.knownGone(n) {
 			continue
@@ -158,19 +157,10 @@ func (c *Controller) backends(ctx context.Context) (nodes []*v1.Node, recheck ti
 				n = &named
 			}
 		}
-		all = append(all, n)
-		if wait := c.opts.NodeInitWait - now.Sub(n.CreationTimestamp.Time); joining(n) && wait > 0 {
-			if recheck == 0 || wait < recheck {
-				recheck = wait
-			}
-			continue
-		}
-		ready = append(ready, n)
+		observed = append(observed, n)
 	}
-	if len(ready) == 0 {
-		return all, 0, nil
-	}
-	return ready, recheck, nil
+	nodes, recheck = selectBackends(c.opts.Clock.Now(), c.opts.NodeInitWait, observed)
+	return nodes, recheck, nil
 }
 
 // nodeIndex holds the informer's Node objects themselves, not copies, as
@@ -268,33 +258,17 @@ type nodeSyncer struct{ *Controller }
 // changed since it was last synced, Workers at a time. Services whose update
 // failed are handed to the service workers for a full ensure.
 func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
-	start := time.Now()
+	start := s.opts.Clock.Now()
 	if wait := s.burst.hold(start, s.opts.NodeUpdateWindow); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
-	defer func() { nodeSyncLatency.Observe(time.Since(start).Seconds()) }()
+	defer func() { nodeSyncLatency.Observe(s.opts.Clock.Since(start).Seconds()) }()
 	nodes, recheck, err := s.backends(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
 	set := s.sets.share(newNodeSet(nodes))
-	// While nodes are joining, a pass carries only removals: additions wait
-	// until the joining nodes are initialized, so that a burst of nodes
-	// reaches each load balancer in one update rather than in one per
-	// initialization window. They wait at most NodeInitWait.
-	holdAdds := false
-	if recheck > 0 {
-		if s.addsHeldSince.IsZero() {
-			s.addsHeldSince = start
-		}
-		if left := s.opts.NodeInitWait - time.Since(s.addsHeldSince); left > 0 {
-			holdAdds = true
-			recheck = min(recheck, left)
-		}
-	}
-	if !holdAdds {
-		s.addsHeldSince = time.Time{}
-	}
+	holdAdds, requeue := s.pass.holdAdds(start, s.opts.NodeInitWait, recheck)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(s.opts.Workers)
 	updated := false
@@ -306,7 +280,7 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		if s.clouds.ForService(&svc) == nil || !wantsLB(&svc) {
 			continue
 		}
-		if holdAdds && !s.cache.nodesOf(key).removes(set) {
+		if !updatesBackends(holdAdds, s.cache.nodesOf(key), set) {
 			continue
 		}
 		entry, changed := s.cache.swapNodes(key, svc.UID, set)
@@ -323,16 +297,13 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	if updated {
 		backendBatches.Inc()
 	}
-	// A joining node left out is included when its wait ends, initialized or
-	// not; held additions are made then at the latest (recheck is 0 when
-	// nothing waits).
-	return reconcile.Result{RequeueAfter: recheck}, nil
+	return reconcile.Result{RequeueAfter: requeue}, nil
 }
 
 // updateBackends sends one load balancer its new backend set. It holds the
 // Service's lock, and reads the Service again under it: a sync that ran
 // meanwhile may have changed the load balancer from a newer Service.
-func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry cachedService, nodes []*v1.Node) {
+func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry svcState, nodes []*v1.Node) {
 	key := client.ObjectKeyFromObject(svc)
 	defer s.locks.lock(key)()
 	fresh := &v1.Service{}
@@ -344,9 +315,9 @@ func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry c
 	lb, _ := entry.provider.LoadBalancer()
 	ctx = cloud.WithPriority(ctx, cloud.PriorityLBUpdate)
 	lbSyncTotal.Inc()
-	start := time.Now()
+	start := s.opts.Clock.Now()
 	err := lb.UpdateLoadBalancer(ctx, s.opts.ClusterName, svc, nodes)
-	updateHostLatency.Observe(time.Since(start).Seconds())
+	updateHostLatency.Observe(s.opts.Clock.Since(start).Seconds())
 	switch {
 	case err == nil:
 		if len(nodes) == 0 {
@@ -371,7 +342,7 @@ func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry c
 		"Error updating load balancer with new hosts %s, error: %v", eventHosts(nodes), err)
 	logger.Error(err, "update load balancer backends; retrying with a full ensure")
 	// Forget the recorded set so that the next pass retries too if the ensure fails.
-	s.cache.update(key, func(e *cachedService) {
+	s.cache.update(key, func(e *svcState) {
 		if e.svc != nil && e.svc.UID == svc.UID {
 			e.nodes = nil
 		}

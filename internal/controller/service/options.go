@@ -3,6 +3,8 @@ package service
 import (
 	"fmt"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // Defaults of Options.
@@ -51,6 +53,12 @@ type Options struct {
 	// after errors other than RetryError (default 5s and 300s, as upstream; no
 	// upstream flag).
 	RetryBaseDelay, RetryMaxDelay time.Duration
+	// Clock is the time the controller decides and schedules by (default the
+	// real clock): the node-update window, the wait for joining nodes, the
+	// provisioning due times, the drift and orphan period and the orphan grace
+	// period. Tests set a fake one. The per-Service backoff after errors is the
+	// work queue's and runs on the real clock.
+	Clock clock.WithTicker
 }
 
 // withDefaults validates o and fills in the defaults.
@@ -80,6 +88,9 @@ func (o Options) withDefaults() (Options, error) {
 	setDefault(&o.OrphanGracePeriod, DefaultOrphanGracePeriod)
 	setDefault(&o.RetryBaseDelay, DefaultRetryBaseDelay)
 	setDefault(&o.RetryMaxDelay, DefaultRetryMaxDelay)
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
 	if o.RetryMaxDelay < o.RetryBaseDelay {
 		return o, fmt.Errorf("service controller: RetryMaxDelay %v is below RetryBaseDelay %v", o.RetryMaxDelay, o.RetryBaseDelay)
 	}

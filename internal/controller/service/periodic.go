@@ -27,13 +27,21 @@ func (p *periodic) Start(ctx context.Context) error {
 		return nil
 	}
 	orphans := map[orphanKey]time.Time{}
-	wait.JitterUntilWithContext(ctx, func(ctx context.Context) {
-		ctx = cloud.WithPriority(ctx, cloud.PriorityRefresh)
-		listings := p.list(ctx)
-		p.checkDrift(ctx, listings)
-		p.removeOrphans(ctx, listings, orphans, time.Now())
-	}, p.opts.ResyncPeriod, 0.1, false)
-	return nil
+	for {
+		// The period runs from each scan's start (with 10% jitter): a slow
+		// scan is followed by the next one at once.
+		t := p.opts.Clock.NewTimer(wait.Jitter(p.opts.ResyncPeriod, 0.1))
+		sctx := cloud.WithPriority(ctx, cloud.PriorityRefresh)
+		listings := p.list(sctx)
+		p.checkDrift(sctx, listings)
+		p.removeOrphans(sctx, listings, orphans, p.opts.Clock.Now())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		case <-t.C():
+		}
+	}
 }
 
 // listing is one provider's answer to ListLoadBalancers.
@@ -73,12 +81,12 @@ const firstCheckDelay = 30 * time.Second
 
 func (p *periodic) waitFirst(ctx context.Context) bool {
 	// The wait also lets the service workers fill the cache.
-	t := time.NewTimer(min(p.opts.ResyncPeriod, firstCheckDelay))
+	t := p.opts.Clock.NewTimer(min(p.opts.ResyncPeriod, firstCheckDelay))
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return false
-	case <-t.C:
+	case <-t.C():
 		return true
 	}
 }
@@ -92,7 +100,7 @@ func (p *periodic) checkDrift(ctx context.Context, listings map[*cloud.Provider]
 	logger := log.FromContext(ctx)
 	for _, key := range p.cache.keys() {
 		entry, ok := p.cache.get(key)
-		if !ok || !entry.ensured || entry.elsewhere {
+		if !ok || entry.phase != phaseEnsured {
 			continue
 		}
 		var svc v1.Service
@@ -116,13 +124,8 @@ func (p *periodic) checkDrift(ctx context.Context, listings map[*cloud.Provider]
 				continue
 			}
 		}
-		var reason string
-		switch {
-		case !exists:
-			reason = "missing"
-		case status != nil && !sameAddresses(status, &svc.Status.LoadBalancer):
-			reason = "address"
-		default:
+		reason := driftReason(exists, status, &svc)
+		if reason == "" {
 			continue
 		}
 		logger.Info("load balancer drifted; re-ensuring", "service", key, "provider", entry.provider.Name(), "reason", reason)
@@ -131,54 +134,37 @@ func (p *periodic) checkDrift(ctx context.Context, listings map[*cloud.Provider]
 	}
 }
 
-// orphanKey identifies a listed load balancer.
-type orphanKey struct {
-	provider string
-	name     string
-}
-
 // removeOrphans deletes the load balancers the providers list as this cluster's
-// whose Service (same namespace, name and UID) has been gone for the grace period.
-// seen remembers when each candidate was first found; load balancers a listing
-// does not return are never touched, and a failed listing deletes nothing.
+// whose Service (same namespace, name and UID) has been gone for the grace period
+// (planOrphans). seen remembers when each candidate was first found; load
+// balancers a listing does not return are never touched, and a failed listing
+// deletes nothing.
 func (p *periodic) removeOrphans(ctx context.Context, listings map[*cloud.Provider]*listing, seen map[orphanKey]time.Time, now time.Time) {
 	logger := log.FromContext(ctx)
-	candidates := map[orphanKey]bool{}
+	failed := map[string]bool{}
+	providers := map[string]*cloud.Provider{}
+	var gone []orphan
 	for prov, l := range listings {
+		providers[prov.Name()] = prov
 		if l.err != nil {
-			// Keep what we know: a failed listing neither starts nor resets clocks.
-			for k := range seen {
-				if k.provider == prov.Name() {
-					candidates[k] = true
-				}
-			}
+			failed[prov.Name()] = true
 			continue
 		}
 		for _, ref := range l.refs {
-			if p.serviceExists(ctx, ref) {
-				continue
-			}
-			k := orphanKey{prov.Name(), ref.Name}
-			candidates[k] = true
-			first, ok := seen[k]
-			if !ok {
-				seen[k] = now
-				logger.Info("load balancer has no Service; deleting it after the grace period", "provider", prov.Name(),
-					"loadBalancer", ref.Name, "service", types.NamespacedName{Namespace: ref.ServiceNamespace, Name: ref.ServiceName},
-					"uid", ref.ServiceUID, "grace", p.opts.OrphanGracePeriod)
-				first = now
-			}
-			if now.Sub(first) < p.opts.OrphanGracePeriod {
-				continue
-			}
-			if p.deleteOrphan(ctx, prov, ref) {
-				delete(candidates, k)
+			if !p.serviceExists(ctx, ref) {
+				gone = append(gone, orphan{provider: prov.Name(), ref: ref})
 			}
 		}
 	}
-	for k := range seen {
-		if !candidates[k] {
-			delete(seen, k)
+	announce, remove := planOrphans(now, p.opts.OrphanGracePeriod, seen, failed, gone)
+	for _, o := range announce {
+		logger.Info("load balancer has no Service; deleting it after the grace period", "provider", o.provider,
+			"loadBalancer", o.ref.Name, "service", types.NamespacedName{Namespace: o.ref.ServiceNamespace, Name: o.ref.ServiceName},
+			"uid", o.ref.ServiceUID, "grace", p.opts.OrphanGracePeriod)
+	}
+	for _, o := range remove {
+		if p.deleteOrphan(ctx, providers[o.provider], o.ref) {
+			delete(seen, o.key())
 		}
 	}
 }

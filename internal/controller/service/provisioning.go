@@ -7,6 +7,7 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
@@ -33,12 +34,17 @@ const (
 	lbWait
 )
 
+func (s lbState) String() string {
+	return [...]string{"unknown", "provisioning", "active", "wait"}[s]
+}
+
 // provisioningListings share a provider's ListLoadBalancers answer among the
 // Services waiting for their load balancers to finish provisioning, instead
 // of calling EnsureLoadBalancer again for each of them (which for a typical
 // provider is at least one lookup per Service per retry).
 type provisioningListings struct {
 	freshness time.Duration
+	clock     clock.PassiveClock
 	mu        sync.Mutex
 	byProv    map[*cloud.Provider]*sharedListing
 }
@@ -50,8 +56,8 @@ type sharedListing struct {
 	byUID map[types.UID]pcp.LoadBalancerRef
 }
 
-func newProvisioningListings(freshness time.Duration) *provisioningListings {
-	return &provisioningListings{freshness: freshness, byProv: map[*cloud.Provider]*sharedListing{}}
+func newProvisioningListings(freshness time.Duration, clk clock.PassiveClock) *provisioningListings {
+	return &provisioningListings{freshness: freshness, clock: clk, byProv: map[*cloud.Provider]*sharedListing{}}
 }
 
 // state returns what a listing taken at or after due says of uid's load
@@ -70,11 +76,11 @@ func (l *provisioningListings) state(ctx context.Context, p *cloud.Provider, clu
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if sl.at.IsZero() || sl.at.Before(due) {
-		if wait := l.freshness - time.Since(sl.at); !sl.at.IsZero() && wait > 0 {
+		if wait := l.freshness - l.clock.Since(sl.at); !sl.at.IsZero() && wait > 0 {
 			return lbWait, nil, wait
 		}
 		refs, ok, err := p.ListLoadBalancers(cloud.WithPriority(ctx, cloud.PriorityLBWrite), clusterName)
-		sl.at, sl.ok = time.Now(), ok && err == nil
+		sl.at, sl.ok = l.clock.Now(), ok && err == nil
 		sl.byUID = make(map[types.UID]pcp.LoadBalancerRef, len(refs))
 		for _, r := range refs {
 			sl.byUID[r.ServiceUID] = r

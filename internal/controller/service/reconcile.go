@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
@@ -33,34 +33,42 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return res, err
 }
 
-// sync is Reconcile under the Service's lock.
+// sync is Reconcile under the Service's lock: it observes the Service, plans
+// (planSync) and applies the step.
 func (c *Controller) sync(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	svc := &v1.Service{}
+	var obs syncObs
 	if err := c.client.Get(ctx, req.NamespacedName, svc); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return reconcile.Result{}, fmt.Errorf("get service %s: %w", req.NamespacedName, err)
 		}
-		return reconcile.Result{}, c.deleteVanished(ctx, req.NamespacedName)
+	} else {
+		obs.found = true
 	}
-	p := c.clouds.ForService(svc)
-	if p == nil || !supportsLB(p) {
-		return reconcile.Result{}, nil // another controller's class, or ours cannot do it
+	var p *cloud.Provider
+	if obs.found {
+		p = c.clouds.ForService(svc)
+		obs.served = p != nil && supportsLB(p)
+		old, seen := c.cache.get(req.NamespacedName)
+		obs.known = seen && old.svc != nil // synced before in this process
+		if obs.known {
+			obs.recreated, obs.knownWantedLB = old.svc.UID != svc.UID, wantsLB(old.svc)
+		}
+		obs.wantsLB, obs.cleanup = wantsLB(svc), needsCleanup(svc)
 	}
-	old, seen := c.cache.get(req.NamespacedName)
-	known := seen && old.svc != nil // synced before in this process
-	if known && old.svc.UID != svc.UID {
-		// Recreated under the same name: the old incarnation's load balancer goes first.
-		if err := c.deleteVanished(ctx, req.NamespacedName); err != nil {
+	d := planSync(obs)
+	if d.step == stepDeleteVanished || d.deleteOld {
+		// Gone, or recreated under the same name: the old incarnation's
+		// load balancer goes first.
+		if err := c.deleteVanished(ctx, req.NamespacedName); err != nil || d.step == stepDeleteVanished {
 			return reconcile.Result{}, err
 		}
-		known = false
 	}
-	if !wantsLB(svc) && !needsCleanup(svc) && (!known || !wantsLB(old.svc)) {
+	if d.step == stepNone {
 		return reconcile.Result{}, nil
 	}
 	c.cache.remember(svc.DeepCopy(), p)
-
-	if !wantsLB(svc) || needsCleanup(svc) {
+	if d.step == stepCleanup {
 		if err := c.cleanup(ctx, svc, p); err != nil {
 			c.recorder.Eventf(svc, v1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing load balancer: %v", err)
 			return reconcile.Result{}, err
@@ -68,7 +76,7 @@ func (c *Controller) sync(ctx context.Context, req reconcile.Request) (reconcile
 		c.cache.delete(req.NamespacedName)
 		return reconcile.Result{}, nil
 	}
-	return c.ensure(ctx, svc, p, !known)
+	return c.ensure(ctx, svc, p, d.firstSight)
 }
 
 // deleteVanished deletes the load balancer of a Service that is gone (or was
@@ -132,11 +140,9 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	logger := log.FromContext(ctx).WithValues("provider", p.Name())
 
 	if err := annotations.Validate(svc); err != nil {
-		// Not retried: the Service's next change brings it back.
-		c.recorder.Eventf(svc, v1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing load balancer: %v", err)
 		logger.Info("invalid configuration; waiting for the Service to change",
 			"annotations", shortenAll(annotations.InvalidNames(err)), "error", echo.Shorten(err.Error(), echo.MaxMessage))
-		return reconcile.Result{}, c.setCondition(ctx, svc, notReady(ReasonInvalidConfiguration, err))
+		return c.apply(ctx, svc, p, planInvalid(err))
 	}
 
 	// A joining node left out here is added by the node syncer, which
@@ -147,26 +153,20 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	}
 	set := c.sets.share(newNodeSet(nodes))
 	fp := fingerprint(p.Name(), svc, set)
-	if firstSight && adoptable(svc, fp) {
-		c.cache.update(key, func(e *cachedService) { e.nodes, e.ensured = set, true; e.ensuredFrom(svc) })
+	st, _ := c.cache.get(key)
+	switch planEnsure(st, firstSight, adoptable(svc, fp), fp) {
+	case ensureAdopt:
+		c.cache.update(key, func(e *svcState) { e.nodes, e.phase = set, phaseEnsured; e.ensuredFrom(svc) })
 		logger.V(1).Info("load balancer already ensured from this configuration; adopted without a cloud call")
 		return reconcile.Result{}, nil
-	}
-
-	// An Ensure of this very configuration answered "provisioning": a shared
-	// listing tells whether it is done, without another Ensure per Service.
-	if entry, _ := c.cache.get(key); entry.provisioning != "" && entry.provisioning == fp {
-		switch state, status, wait := c.provisioning.state(ctx, p, c.opts.ClusterName, svc.UID, entry.provisioningDue); state {
-		case lbWait:
-			return reconcile.Result{RequeueAfter: wait}, nil
-		case lbProvisioning:
-			logger.V(1).Info("load balancer still provisioning (listing); checking again later", "after", entry.provisioningRetry)
-			due := time.Now().Add(entry.provisioningRetry)
-			c.cache.update(key, func(e *cachedService) { e.provisioningDue = due })
-			return reconcile.Result{RequeueAfter: entry.provisioningRetry}, nil
-		case lbActive:
-			logger.V(1).Info("load balancer provisioned (listing)")
-			return c.ensured(ctx, svc, p, status, len(nodes), set)
+	case ensureAskListing:
+		// An Ensure of this very configuration answered "provisioning": a
+		// shared listing tells whether it is done, without another Ensure
+		// per Service.
+		state, status, wait := c.provisioning.state(ctx, p, c.opts.ClusterName, svc.UID, st.provisioning.due)
+		if plan := planListing(c.opts.Clock.Now(), st, state, status, wait, len(nodes), fp); plan != nil {
+			logger.V(1).Info("load balancer provisioning; the listing answered", "answer", state)
+			return c.apply(ctx, svc, p, plan)
 		}
 	}
 
@@ -187,8 +187,8 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	if len(nodes) == 0 {
 		c.recorder.Event(svc, v1.EventTypeWarning, "UnAvailableLoadBalancer", "There are no available nodes for LoadBalancer")
 	}
-	now := time.Now()
-	c.cache.update(key, func(e *cachedService) {
+	now := c.opts.Clock.Now()
+	c.cache.update(key, func(e *svcState) {
 		e.nodes = set
 		if e.firstEnsure.IsZero() {
 			e.firstEnsure = now
@@ -202,69 +202,70 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	}
 	status, err := lb.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, nodes)
 	var retryErr *api.RetryError
-	switch {
-	case errors.Is(err, cloudprovider.ImplementedElsewhere):
-		c.cache.update(key, func(e *cachedService) { e.elsewhere = true })
-		return reconcile.Result{}, nil
-	case errors.As(err, &retryErr):
-		due := time.Now().Add(retryErr.RetryAfter())
-		c.cache.update(key, func(e *cachedService) {
-			e.provisioning, e.provisioningRetry, e.provisioningDue = fp, retryErr.RetryAfter(), due
-		})
-		// Progress, not a failure (upstream: Warning SyncLoadBalancerFailed).
-		c.recorder.Eventf(svc, v1.EventTypeNormal, EventProvisioning, "Waiting for the cloud: %v", err)
-		// A Service without the condition (a new one) gets it with its
-		// status once provisioning ends: one status write instead of two.
-		// One that has it must not keep saying Ready (or a stale error).
-		if hasReadyCondition(svc) {
-			if err := c.setCondition(ctx, svc, notReady(ReasonProvisioning, err)); err != nil {
-				return reconcile.Result{}, err
-			}
-		}
+	if errors.As(err, &retryErr) {
 		logger.V(1).Info("load balancer provisioning; checking again later", "after", retryErr.RetryAfter())
-		return reconcile.Result{RequeueAfter: retryErr.RetryAfter()}, nil
-	case err == nil && status == nil:
-		err = errors.New("service status returned by EnsureLoadBalancer is nil")
-		fallthrough
-	case err != nil:
-		c.cache.update(key, func(e *cachedService) { e.provisioning = "" })
-		err = fmt.Errorf("ensure load balancer for service %s: %w", key, err)
-		c.recorder.Eventf(svc, v1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing load balancer: %v", err)
-		if cerr := c.setCondition(ctx, svc, notReady(ReasonCloudError, err)); cerr != nil {
-			logger.Error(cerr, "set LoadBalancerReady condition")
-		}
-		return reconcile.Result{}, err
 	}
-	return c.ensured(ctx, svc, p, status, len(nodes), set)
+	plan := planEnsureResult(c.opts.Clock.Now(), key.String(), status, err, hasReadyCondition(svc), len(nodes), fp, fingerprint(p.Name(), svc, set))
+	return c.apply(ctx, svc, p, plan)
 }
 
-// ensured records a successful Ensure of svc's load balancer (status is its
-// answer, or a listing's once provisioning finished): the event, the cache,
-// and the Service's status and Ready condition.
-func (c *Controller) ensured(ctx context.Context, svc *v1.Service, p *cloud.Provider, status *v1.LoadBalancerStatus, nodes int, set nodeSet) (reconcile.Result, error) {
+// apply carries out a plan for svc, served by p, in order, and feeds the
+// outcomes into svc's state. A failed write ends it with the error.
+func (c *Controller) apply(ctx context.Context, svc *v1.Service, p *cloud.Provider, plan []action) (reconcile.Result, error) {
 	key := client.ObjectKeyFromObject(svc)
-	c.recorder.Event(svc, v1.EventTypeNormal, "EnsuredLoadBalancer", "Ensured load balancer")
+	var res reconcile.Result
+	for _, a := range plan {
+		switch a.kind {
+		case actEvent:
+			c.recorder.Event(svc, a.eventType, a.reason, a.message)
+		case actCondition:
+			if err := c.setCondition(ctx, svc, a.cond); err != nil {
+				if !a.bestEffort {
+					return reconcile.Result{}, err
+				}
+				log.FromContext(ctx).Error(err, "set LoadBalancerReady condition")
+			}
+		case actProvisioning:
+			c.cache.update(key, func(e *svcState) { e.provisioning = a.wait })
+		case actElsewhere:
+			c.cache.update(key, func(e *svcState) { e.phase = phaseElsewhere })
+		case actPublish:
+			if err := c.publish(ctx, svc, p, a.status, a.cond); err != nil {
+				return reconcile.Result{}, err
+			}
+		case actRequeue:
+			res.RequeueAfter = a.after
+		case actFail:
+			return reconcile.Result{}, a.err
+		}
+	}
+	return res, nil
+}
 
+// publish records svc's load balancer ensured with status (an Ensure's answer,
+// or a listing's once provisioning finished) in its state, and publishes the
+// status and the Ready condition cond on the Service.
+func (c *Controller) publish(ctx context.Context, svc *v1.Service, p *cloud.Provider, status *v1.LoadBalancerStatus, cond metav1.Condition) error {
+	key := client.ObjectKeyFromObject(svc)
 	entry, _ := c.cache.get(key)
-	c.cache.update(key, func(e *cachedService) {
-		e.ensured, e.elsewhere, e.provisioning = true, false, ""
+	c.cache.update(key, func(e *svcState) {
+		e.phase, e.provisioning = phaseEnsured, provisioningWait{}
 		e.ensuredFrom(svc)
 	})
 	hadIngress := len(svc.Status.LoadBalancer.Ingress) > 0
 	want := normalizeStatus(status)
-	cond := readyCondition(nodes, fingerprint(p.Name(), svc, set))
 	if _, err := c.patchService(ctx, svc, true, func(s *v1.Service) {
 		if !ingressEqual(&s.Status.LoadBalancer, want) {
 			s.Status.LoadBalancer = *want.DeepCopy()
 		}
 		setCondition(&s.Status.Conditions, cond)
 	}); err != nil {
-		return reconcile.Result{}, fmt.Errorf("update status of service %s: %w", key, err)
+		return fmt.Errorf("update status of service %s: %w", key, err)
 	}
 	if !hadIngress && len(want.Ingress) > 0 && !entry.firstEnsure.IsZero() {
-		provisioningLatency.WithLabelValues(p.Name()).Observe(time.Since(entry.firstEnsure).Seconds())
+		provisioningLatency.WithLabelValues(p.Name()).Observe(c.opts.Clock.Since(entry.firstEnsure).Seconds())
 	}
-	return reconcile.Result{}, nil
+	return nil
 }
 
 // maxLoggedNames bounds how many annotation names a log line lists.

@@ -84,7 +84,7 @@ func (c *Controller) setCondition(ctx context.Context, svc *v1.Service, cond met
 //
 // The fingerprint is that of the Service as last ensured: if svc changed since,
 // its pending ensure is not recorded as done.
-func (c *Controller) setReadyCondition(ctx context.Context, svc *v1.Service, entry cachedService, nodes []*v1.Node) error {
+func (c *Controller) setReadyCondition(ctx context.Context, svc *v1.Service, entry svcState, nodes []*v1.Node) error {
 	if entry.ensuredSvc == nil {
 		return nil
 	}
