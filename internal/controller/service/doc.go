@@ -21,6 +21,10 @@
 //   - no re-ensure of every load balancer at start-up: one whose Ready condition
 //     records exactly the current configuration (a fingerprint) is adopted.
 //
+// Each sync, backend pass and periodic scan observes, plans with a pure function
+// of what it observed, the state kept per Service and the time of the injected
+// Options.Clock (plan.go), and applies the plan in one place.
+//
 // Add registers all of it with a controller-runtime manager. docs/loadbalancers.md
-// is the user-facing description.
+// is the user-facing description; docs/design/service-plan.md explains the shape.
 package service
