@@ -134,6 +134,10 @@ type Options struct {
 	BindAddress string
 	// SecurePort is --secure-port (default 10258); 0 disables serving.
 	SecurePort int
+	// Profiling is --profiling (default true, as upstream): net/http/pprof's
+	// handlers under /debug/pprof/ on the secure port, behind the same
+	// authentication and authorization as /metrics.
+	Profiling bool
 	// CertDir is --cert-dir: where self-signed serving certificates are kept when
 	// --tls-cert-file is not given; empty keeps them in memory.
 	CertDir string
@@ -188,6 +192,7 @@ func NewOptions() *Options {
 		ResourceNamespace:         DefaultLeaderElectNamespace,
 		BindAddress:               DefaultBindAddress,
 		SecurePort:                DefaultSecurePort,
+		Profiling:                 true,
 	}
 }
 
@@ -229,6 +234,7 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 
 	fs.StringVar(&o.BindAddress, "bind-address", o.BindAddress, "The IP address on which to listen for the --secure-port port.")
 	fs.IntVar(&o.SecurePort, "secure-port", o.SecurePort, "The port on which to serve HTTPS with authentication and authorization. If 0, don't serve HTTPS at all.")
+	fs.BoolVar(&o.Profiling, "profiling", o.Profiling, "Enable profiling via web interface host:port/debug/pprof/ on the secure port (authenticated and authorized as /metrics).")
 	fs.StringVar(&o.CertDir, "cert-dir", o.CertDir, "The directory where the TLS certs are located. If --tls-cert-file and --tls-private-key-file are provided, this flag will be ignored.")
 	fs.StringVar(&o.TLSCertFile, "tls-cert-file", o.TLSCertFile, "File containing the default x509 Certificate for HTTPS.")
 	fs.StringVar(&o.TLSPrivateKeyFile, "tls-private-key-file", o.TLSPrivateKeyFile, "File containing the default x509 private key matching --tls-cert-file.")
@@ -289,7 +295,6 @@ var ignoredFlags = []ignoredFlag{
 	ignoredDuration("controller-start-interval", DefaultControllerStartInterval, "Interval between starting controller managers (ignored)."),
 	ignoredBool("enable-leader-migration", false, "Enable leader migration (ignored)."),
 	ignoredString("leader-migration-config", "", "Path to the config file for controller leader migration (ignored)."),
-	ignoredBool("profiling", true, "Enable profiling via web interface host:port/debug/pprof/ (ignored: not served)."),
 	ignoredBool("contention-profiling", false, "Enable block profiling (ignored)."),
 	ignoredStrings("tls-sni-cert-key", nil, "SNI certificate/key pairs (ignored)."),
 	ignoredInt("http2-max-streams-per-connection", 0, "HTTP/2 max streams per connection (ignored: Go's default)."),

@@ -114,12 +114,12 @@ func TestUnknownFlagIsAnError(t *testing.T) {
 // and reported (for the one warning each) only when set.
 func TestIgnoredFlags(t *testing.T) {
 	o, err := parse(t, "--cloud-provider=fake", "--use-service-account-credentials", "--feature-gates=Foo=true",
-		"--profiling=false", "--webhooks=*", "--requestheader-username-headers=x-user", "--allocate-node-cidrs",
+		"--contention-profiling", "--webhooks=*", "--requestheader-username-headers=x-user", "--allocate-node-cidrs",
 		"--authorization-always-allow-paths=/healthz", "-v=2", "--vmodule=foo=3")
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"use-service-account-credentials", "feature-gates", "profiling", "requestheader-username-headers",
+	want := []string{"use-service-account-credentials", "feature-gates", "contention-profiling", "requestheader-username-headers",
 		"authorization-always-allow-paths", "webhooks", "allocate-node-cidrs"}
 	if diff := cmp.Diff(want, o.IgnoredFlagsSet(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("ignored flags set (-want +got):\n%s", diff)

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr/funcr"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -80,7 +82,7 @@ func TestServingHealthAndMetrics(t *testing.T) {
 	admin := env.Clientset(t)
 	reader := env.ServiceAccountConfig(t, ns, "metrics-reader")
 	stranger := env.ServiceAccountConfig(t, ns, "stranger")
-	grantMetrics(t, admin, ns, "metrics-reader")
+	grantPaths(t, admin, ns, "metrics-reader", "/metrics", "/debug/pprof/*")
 
 	for _, tc := range []struct {
 		name  string
@@ -112,21 +114,86 @@ func TestServingHealthAndMetrics(t *testing.T) {
 	if code, _, _ := managertest.Get(ctx, base+"/configz", ""); code != 401 {
 		t.Errorf("anonymous GET /configz = %d, want 401: only the health paths are anonymous", code)
 	}
+	// --profiling defaults to true: pprof is served, behind the same checks
+	// as /metrics.
+	for _, tc := range []struct {
+		name  string
+		token string
+		want  int
+	}{
+		{"anonymous", "", 401},
+		{"authenticated but not authorized", stranger.BearerToken, 403},
+		{"authorized", reader.BearerToken, 200},
+	} {
+		code, body, err := managertest.Get(ctx, base+"/debug/pprof/heap?debug=1", tc.token)
+		if err != nil || code != tc.want {
+			t.Errorf("%s: GET /debug/pprof/heap = %d, %v; want %d\n%.300s", tc.name, code, err, tc.want, body)
+		}
+		if tc.want == 200 && !strings.HasPrefix(body, "heap profile:") {
+			t.Errorf("GET /debug/pprof/heap?debug=1 is not a heap profile:\n%.300s", body)
+		}
+	}
 	if err := m.Stop(); err != nil {
 		t.Fatalf("Run after cancel = %v, want nil", err)
 	}
 }
 
-// grantMetrics lets the ServiceAccount ns/name GET /metrics.
-func grantMetrics(t *testing.T, cs kubernetes.Interface, ns, name string) {
+// TestProfilingOff: with --profiling=false the secure port serves no
+// /debug/pprof, not even to an identity allowed to get it.
+func TestProfilingOff(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	port := managertest.FreePort(t)
+	// A child process: controller names are unique per process, and
+	// another test's manager may have run in this one.
+	p := managertest.StartProcess(t, baseArgs(t, env, ns, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
+		"--profiling=false")...)
+	base := fmt.Sprintf("https://127.0.0.1:%d", port)
+	admin := env.Clientset(t)
+	reader := env.ServiceAccountConfig(t, ns, "profile-reader")
+	grantPaths(t, admin, ns, "profile-reader", "/metrics", "/debug/pprof/*")
+	// The manager caches a rejected token and a denial for a while: ask it
+	// only once the API server accepts the token and allows the path.
+	poll(t, 60*time.Second, "the API server to authorize profile-reader", func(ctx context.Context) (bool, error) {
+		tr, err := admin.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: reader.BearerToken}}, metav1.CreateOptions{})
+		if err != nil || !tr.Status.Authenticated {
+			return false, nil
+		}
+		sar, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User: tr.Status.User.Username, Groups: tr.Status.User.Groups,
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: "/debug/pprof/heap", Verb: "get"},
+		}}, metav1.CreateOptions{})
+		return err == nil && sar.Status.Allowed, nil
+	})
+	// /metrics answering 200 shows the token is accepted and authorized, so
+	// the 404 below is pprof's absence, not a denial.
+	poll(t, 60*time.Second, "/metrics to answer the authorized identity", func(ctx context.Context) (bool, error) {
+		code, _, err := managertest.Get(ctx, base+"/metrics", reader.BearerToken)
+		return err == nil && code == 200, nil
+	})
+	for _, path := range []string{"/debug/pprof/", "/debug/pprof/heap"} {
+		if code, body, err := managertest.Get(context.Background(), base+path, reader.BearerToken); err != nil || code != 404 {
+			t.Errorf("GET %s with --profiling=false = %d, %v; want 404\n%.300s", path, code, err, body)
+		}
+	}
+	if err := p.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Wait(45 * time.Second); err != nil {
+		t.Fatalf("after SIGTERM the manager exited with %v, want a clean exit\n%s", err, p.Output())
+	}
+}
+
+// grantPaths lets the ServiceAccount ns/name GET the non-resource URLs paths.
+func grantPaths(t *testing.T, cs kubernetes.Interface, ns, name string, paths ...string) {
 	t.Helper()
 	ctx := context.Background()
 	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
-		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: []string{"/metrics"}, Verbs: []string{"get"}}},
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+		Rules:      []rbacv1.PolicyRule{{NonResourceURLs: paths, Verbs: []string{"get"}}},
 	}
 	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: ns + "-metrics-reader"},
+		ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: ns, Name: name}},
 	}
@@ -276,7 +343,7 @@ func TestIgnoredFlagsWarnOnce(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
 	p := managertest.StartProcess(t, baseArgs(t, env, ns, "--secure-port=0", "--controllers=service,route",
-		"--feature-gates=Foo=true", "--feature-gates=Bar=false", "--profiling=false")...)
+		"--feature-gates=Foo=true", "--feature-gates=Bar=false", "--contention-profiling")...)
 	poll(t, 60*time.Second, "the service controller to start", func(context.Context) (bool, error) {
 		return strings.Contains(p.Output(), "started controller"), nil
 	})
@@ -287,7 +354,7 @@ func TestIgnoredFlagsWarnOnce(t *testing.T) {
 		t.Fatalf("after SIGTERM the manager exited with %v, want a clean exit\n%s", err, p.Output())
 	}
 	out := p.Output()
-	for _, flag := range []string{"--feature-gates", "--profiling"} {
+	for _, flag := range []string{"--feature-gates", "--contention-profiling"} {
 		// klog's header: severity letter W, then mmdd.
 		warning := regexp.MustCompile(`(?m)^W\d{4} .*flag ` + flag + ` is accepted for compatibility .* but has no effect`)
 		if n := len(warning.FindAllString(out, -1)); n != 1 {

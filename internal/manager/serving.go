@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -92,6 +93,9 @@ func newSecureServer(o *Options, mgr manager.Manager, authCfg *rest.Config, heal
 	}
 	protected := http.NewServeMux()
 	protected.Handle("/metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{ErrorHandling: promhttp.HTTPErrorOnError}))
+	if o.Profiling {
+		addProfiling(protected)
+	}
 	guarded := auth.wrap(log.WithName("authn"), protected)
 
 	mux := http.NewServeMux()
@@ -115,6 +119,19 @@ func newSecureServer(o *Options, mgr manager.Manager, authCfg *rest.Config, heal
 		},
 		log: log,
 	}, nil
+}
+
+// addProfiling serves net/http/pprof under /debug/pprof/ as upstream's
+// --profiling does. It goes on the guarded mux: a profile shows the
+// process's memory and goroutines, so only an identity allowed to get the
+// path (as for /metrics) may read it.
+func addProfiling(mux *http.ServeMux) {
+	mux.Handle("/debug/pprof", http.RedirectHandler("/debug/pprof/", http.StatusFound))
+	mux.HandleFunc("/debug/pprof/", pprof.Index) // also every named profile: heap, goroutine, ...
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 }
 
 // Start serves until ctx is done, then shuts down gracefully.
