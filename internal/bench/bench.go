@@ -178,6 +178,12 @@ type Options struct {
 	Repeats int
 	// Timeout bounds each scenario run (per manager).
 	Timeout time.Duration
+	// HeapProfileDir, when set, is where the memory scenario writes each
+	// manager's heap profile (<scenario>-<manager>.heap.pb.gz), taken
+	// through its /debug/pprof/ once its peak RSS is read; the report gets
+	// each profile's summary (Result.HeapProfiles). Both managers then serve
+	// their secure port on 127.0.0.1 instead of nothing.
+	HeapProfileDir string
 	// Progress, when set, gets the report so far after each scenario, so a
 	// long run that is stopped keeps what it measured.
 	Progress func(*Report)
@@ -254,6 +260,10 @@ type Result struct {
 	// each metric is the median and Range has [min, max] per manager.
 	Runs  int                              `json:"runs,omitempty"`
 	Range map[string]map[string][2]float64 `json:"range,omitempty"`
+	// HeapProfiles are, per manager, the summary of its heap profile at the
+	// scenario's peak (`go tool pprof -top` by in-use bytes), when one was
+	// taken (Options.HeapProfileDir).
+	HeapProfiles map[string]string `json:"heapProfiles,omitempty"`
 }
 
 // Run runs the selected scenarios for both managers and returns the report.
@@ -316,9 +326,15 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 			var runs []Metrics
 			for run := range res.Runs {
 				logger.Info("running", "scenario", sc.name, "manager", m, "run", run+1, "of", res.Runs)
-				met, err := runOne(ctx, o, sc, m)
+				met, heapTop, err := runOne(ctx, o, sc, m)
 				if ctx.Err() != nil {
 					return nil, ctx.Err()
+				}
+				if heapTop != "" {
+					if res.HeapProfiles == nil {
+						res.HeapProfiles = map[string]string{}
+					}
+					res.HeapProfiles[string(m)] = heapTop
 				}
 				if err != nil {
 					if res.Errors == nil {

@@ -58,7 +58,8 @@ func TestQuickRunsEveryScenario(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel() // each scenario has its own control planes and cloud
 			ctx := log.IntoContext(context.Background(), testr.New(t))
-			rep, err := Run(ctx, Options{BinDir: binDir, StratusCCM: ccm, WorkDir: t.TempDir(), Sizes: sizes, Scenarios: []string{name}, Cloud: DefaultCloud, Timeout: 3 * time.Minute})
+			profiles := t.TempDir()
+			rep, err := Run(ctx, Options{BinDir: binDir, StratusCCM: ccm, WorkDir: t.TempDir(), Sizes: sizes, Scenarios: []string{name}, Cloud: DefaultCloud, Timeout: 3 * time.Minute, HeapProfileDir: profiles})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -71,6 +72,19 @@ func TestQuickRunsEveryScenario(t *testing.T) {
 			}
 			if len(s.Upstream) == 0 || len(s.Stratus) == 0 {
 				t.Errorf("%s: missing metrics: upstream %v, stratus %v", s.Name, s.Upstream, s.Stratus)
+			}
+			// Only the memory scenario takes heap profiles, of both managers.
+			for _, m := range []manager{upstream, stratus} {
+				top, ok := s.HeapProfiles[string(m)]
+				if want := name == "memory"; ok != want {
+					t.Errorf("%s: %s heap profile taken: %v, want %v", name, m, ok, want)
+				}
+				if ok && !strings.Contains(top, "inuse_space") {
+					t.Errorf("%s: %s heap profile summary is not by in-use space:\n%s", name, m, top)
+				}
+				if _, err := os.Stat(filepath.Join(profiles, name+"-"+string(m)+".heap.pb.gz")); (err == nil) != ok {
+					t.Errorf("%s: %s heap profile file: %v, summary %v", name, m, err, ok)
+				}
 			}
 			out := filepath.Join(t.TempDir(), "results", "latest.json")
 			if err := rep.WriteJSON(out); err != nil {

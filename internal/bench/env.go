@@ -50,6 +50,12 @@ type env struct {
 	// counts were last reset (resetCounts).
 	auditLog    string
 	countsSince time.Time
+	// profiler reads the manager's heap profile when the scenario takes one
+	// (nil otherwise), into <profileName>.heap.pb.gz; heapTop is the
+	// profile's summary once taken.
+	profiler    *profiler
+	profileName string
+	heapTop     string
 }
 
 // resetCounts zeroes the cloud's call counts and starts counting the

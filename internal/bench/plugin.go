@@ -122,7 +122,7 @@ func RunPlugin(ctx context.Context, o Options, calls int) (*PluginReport, error)
 		res := PluginResult{Name: sc.name, Params: sc.params(o.Sizes)}
 		for _, m := range []manager{stratus, stratusPlugin} {
 			logger.Info("running", "scenario", sc.name, "manager", m)
-			met, err := runOne(ctx, o, sc, m)
+			met, _, err := runOne(ctx, o, sc, m)
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}

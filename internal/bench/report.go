@@ -72,6 +72,13 @@ func (r *Report) Markdown() string {
 				num(up, okU)+s.spread(string(upstream), k), num(st, okS)+s.spread(string(stratus), k), num(ratio, okR), verdict)
 		}
 	}
+	for _, s := range r.Scenarios {
+		for _, m := range []manager{upstream, stratus} {
+			if top, ok := s.HeapProfiles[string(m)]; ok {
+				fmt.Fprintf(&b, "\n%s, %s: heap profile at the peak (in use, top %d):\n\n```\n%s\n```\n", s.Name, m, heapTopNodes, top)
+			}
+		}
+	}
 	return b.String()
 }
 

@@ -18,6 +18,9 @@ type scenario struct {
 	vms   func(Sizes) int
 	// short scenarios run Options.Repeats times.
 	short bool
+	// heapProfile scenarios take the manager's heap profile when
+	// Options.HeapProfileDir is set.
+	heapProfile bool
 
 	params  func(Sizes) map[string]any
 	setup   func(ctx context.Context, e *env, s Sizes) error
@@ -142,7 +145,8 @@ var scenarios = []scenario{
 	lbBurst("lb-burst", "", func(s Sizes) (int, int) { return s.LBBurstNodes, s.LBBurstServices }),
 	nodeChurn("node-churn", "", func(s Sizes) (int, int) { return s.ChurnServices, s.ChurnNodes }),
 	{
-		name: "memory",
+		name:        "memory",
+		heapProfile: true,
 		params: func(s Sizes) map[string]any {
 			return map[string]any{"nodes": s.MemoryNodes, "services": s.MemoryServices, "waitAtMost": s.MemoryWait.String()}
 		},
@@ -167,6 +171,12 @@ var scenarios = []scenario{
 			rss, err := e.peakRSS()
 			if err != nil {
 				return nil, err
+			}
+			// After the RSS: serving the profile allocates in the manager.
+			if e.profiler != nil {
+				if e.heapTop, err = e.profiler.heap(ctx, e.profileName); err != nil {
+					return nil, err
+				}
 			}
 			// A busy API server may time a request out: try for a minute.
 			var ready int
