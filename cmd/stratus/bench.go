@@ -21,7 +21,7 @@ func newBenchCommand() *cobra.Command {
 	var (
 		quick                 bool
 		out, markdown, binDir string
-		chart                 string
+		chart, ladderChart    string
 		stratusCCM            string
 		sizes                 []string
 		mergeInto             string
@@ -47,7 +47,7 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 				if err != nil {
 					return fmt.Errorf("--from: %w", err)
 				}
-				return writeReport(cmd, rep, "", chart, markdown)
+				return writeReport(cmd, rep, "", chart, ladderChart, markdown)
 			}
 			opts.Sizes = bench.FullSizes
 			if quick {
@@ -112,7 +112,7 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 			if err != nil {
 				return err
 			}
-			return writeReport(cmd, merged(rep), out, chart, markdown)
+			return writeReport(cmd, merged(rep), out, chart, ladderChart, markdown)
 		},
 	}
 	f := cmd.Flags()
@@ -126,6 +126,7 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 	f.StringVar(&out, "out", "bench/results/latest.json", "where to write the JSON results")
 	f.StringVar(&markdown, "markdown", "", "also write the results table (Markdown) to this file")
 	f.StringVar(&chart, "chart", "", "also draw the ratios as a PNG bar chart at this path")
+	f.StringVar(&ladderChart, "ladder-chart", "", "also draw the scale-ladder scenario's figures against the number of nodes as a PNG line chart at this path")
 	f.StringVar(&binDir, "kube-bin-dir", "", "folder with etcd, kube-apiserver and ccm (default: hack/kubebins/build.sh --print-dir)")
 	f.StringVar(&stratusCCM, "manager-binary", "", "stratus-ccm binary (default: bin/stratus-ccm in the repository)")
 	f.Float64Var(&opts.Cloud.RateLimit, "cloud-rate-limit", opts.Cloud.RateLimit, "minicloud requests per second per token")
@@ -156,9 +157,9 @@ func kubebinsDir(root string) (string, error) {
 	return strings.TrimSpace(string(dir)), nil
 }
 
-// writeReport writes rep as JSON to out (unless empty), its chart and its
+// writeReport writes rep as JSON to out (unless empty), its charts and its
 // table, which also goes to stdout.
-func writeReport(cmd *cobra.Command, rep *bench.Report, out, chart, markdown string) error {
+func writeReport(cmd *cobra.Command, rep *bench.Report, out, chart, ladderChart, markdown string) error {
 	if out != "" {
 		if err := rep.WriteJSON(out); err != nil {
 			return err
@@ -166,6 +167,11 @@ func writeReport(cmd *cobra.Command, rep *bench.Report, out, chart, markdown str
 	}
 	if chart != "" {
 		if err := rep.WriteChart(chart); err != nil {
+			return err
+		}
+	}
+	if ladderChart != "" {
+		if err := rep.WriteLadderChart(ladderChart); err != nil {
 			return err
 		}
 	}
