@@ -22,12 +22,12 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
 	mcprovider "github.com/stratus-ccm/stratus/providers/minicloud" // registers "minicloud" for the sidecar's child
@@ -341,20 +341,18 @@ func TestChartPluginSidecarRuns(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = admin.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
-	var got *corev1.Node
-	poll(t, 90*time.Second, "the node to be initialized through the sidecar", func(ctx context.Context) (bool, error) {
-		got, err = admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	testsupport.EventuallyState(t, 90*time.Second, "the node to be initialized through the sidecar", func(ctx context.Context) (bool, string) {
+		got, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return false, err.Error()
 		}
+		state := fmt.Sprintf("taints %v, provider ID %q, labels %v", got.Spec.Taints, got.Spec.ProviderID, got.Labels)
 		for _, taint := range got.Spec.Taints {
 			if taint.Key == "node.cloudprovider.kubernetes.io/uninitialized" {
-				return false, nil
+				return false, state
 			}
 		}
-		return got.Spec.ProviderID == mcprovider.ProviderID(inst.ID) && got.Labels[corev1.LabelTopologyZone] == "mc-central-a", nil
-	}, func() string {
-		return fmt.Sprintf("taints %v, provider ID %q, labels %v", got.Spec.Taints, got.Spec.ProviderID, got.Labels)
+		return got.Spec.ProviderID == mcprovider.ProviderID(inst.ID) && got.Labels[corev1.LabelTopologyZone] == "mc-central-a", state
 	})
 }
 
@@ -407,7 +405,7 @@ func TestChartRBACIsExactlyEnough(t *testing.T) {
 		t.Fatalf("listing Secrets in its own namespace: %v, want Forbidden", err)
 	}
 
-	port := managertest.FreePort(t)
+	port := testsupport.FreePort(t)
 	managertest.Start(t,
 		"--cloud-provider="+managertest.ProviderName,
 		"--kubeconfig="+managertest.WriteKubeconfig(t, sa),
@@ -435,20 +433,20 @@ func TestChartRBACIsExactlyEnough(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var got *corev1.Node
-	poll(t, 90*time.Second, "the node to be initialized", func(ctx context.Context) (bool, error) {
-		got, err = admin.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+	testsupport.EventuallyState(t, 90*time.Second, "the node to be initialized", func(ctx context.Context) (bool, string) {
+		got, err := admin.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return false, err.Error()
 		}
+		state := fmt.Sprintf("taints %v, labels %v", got.Spec.Taints, got.Labels)
 		for _, taint := range got.Spec.Taints {
 			if taint.Key == "node.cloudprovider.kubernetes.io/uninitialized" {
-				return false, nil
+				return false, state
 			}
 		}
-		return got.Labels[corev1.LabelTopologyZone] == managertest.Zone, nil
-	}, func() string { return fmt.Sprintf("taints %v, labels %v", got.Spec.Taints, got.Labels) })
-	poll(t, 90*time.Second, "the load balancer to be provisioned", func(ctx context.Context) (bool, error) {
+		return got.Labels[corev1.LabelTopologyZone] == managertest.Zone, state
+	})
+	testsupport.Eventually(t, 90*time.Second, "the load balancer to be provisioned", func(ctx context.Context) (bool, error) {
 		s, err := admin.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -456,7 +454,7 @@ func TestChartRBACIsExactlyEnough(t *testing.T) {
 		ing := s.Status.LoadBalancer.Ingress
 		return len(ing) == 1 && ing[0].IP == managertest.ExternalIP && len(s.Finalizers) == 1, nil
 	})
-	poll(t, 30*time.Second, "an event from the service controller", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 30*time.Second, "an event from the service controller", func(ctx context.Context) (bool, error) {
 		evs, err := admin.CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -477,25 +475,12 @@ func TestChartRBACIsExactlyEnough(t *testing.T) {
 	scraper := env.ServiceAccountConfig(t, ns, "scraper")
 	bindClusterRole(t, admin, "stratus-metrics-reader", ns, "scraper")
 	base := fmt.Sprintf("https://127.0.0.1:%d", port)
-	poll(t, 30*time.Second, "the scraper to read /metrics", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 30*time.Second, "the scraper to read /metrics", func(ctx context.Context) (bool, error) {
 		code, _, err := managertest.Get(ctx, base+"/metrics", scraper.BearerToken)
 		return err == nil && code == 200, nil
 	})
 	if code, _, _ := managertest.Get(ctx, base+"/healthz", ""); code != 200 {
 		t.Errorf("anonymous /healthz = %d, want 200", code)
-	}
-}
-
-// poll waits for cond; on timeout the optional last function describes the state
-// seen.
-func poll(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error), last ...func() string) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(context.Background(), 250*time.Millisecond, timeout, true, cond); err != nil {
-		state := ""
-		for _, l := range last {
-			state = "; last seen: " + l()
-		}
-		t.Fatalf("waiting for %s: %v%s", what, err, state)
 	}
 }
 

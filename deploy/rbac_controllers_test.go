@@ -16,6 +16,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
@@ -75,7 +76,7 @@ routesProvider: mc
 		"--route-reconciliation-period=1s",
 		"--node-monitor-period=1s",
 		"--node-deletion-grace-period=1s",
-		"--secure-port="+strconv.Itoa(managertest.FreePort(t)), "--bind-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(testsupport.FreePort(t)), "--bind-address=127.0.0.1",
 	)
 
 	nodeA := &corev1.Node{
@@ -103,7 +104,7 @@ routesProvider: mc
 	}
 
 	// cloud node controller: node A initialized from its instance.
-	poll(t, 90*time.Second, "node A to be initialized", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "node A to be initialized", func(ctx context.Context) (bool, error) {
 		n, err := admin.CoreV1().Nodes().Get(ctx, nodeA.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -117,7 +118,7 @@ routesProvider: mc
 	})
 
 	// route controller: a minicloud route for node A's pod CIDR and the condition.
-	poll(t, 60*time.Second, "node A's route and NetworkUnavailable=False", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "node A's route and NetworkUnavailable=False", func(ctx context.Context) (bool, error) {
 		routes, err := mc.Client.ListRoutes(ctx, client.ListOptions{})
 		if err != nil {
 			return false, err
@@ -148,7 +149,7 @@ routesProvider: mc
 	if _, err := admin.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 90*time.Second, "the load balancer's ingress", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "the load balancer's ingress", func(ctx context.Context) (bool, error) {
 		s, err := admin.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -160,7 +161,7 @@ routesProvider: mc
 	if err := mc.Client.DeleteInstance(ctx, instB.ID); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 90*time.Second, "node B to be deleted", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "node B to be deleted", func(ctx context.Context) (bool, error) {
 		_, err := admin.CoreV1().Nodes().Get(ctx, nodeB.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -168,19 +169,16 @@ routesProvider: mc
 	if err := admin.CoreV1().Services(ns).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var state string
-	poll(t, 90*time.Second, "the Service and its load balancer to be gone", func(ctx context.Context) (bool, error) {
+	testsupport.EventuallyState(t, 90*time.Second, "the Service and its load balancer to be gone", func(ctx context.Context) (bool, string) {
 		s, err := admin.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
 		if !apierrors.IsNotFound(err) {
-			state = fmt.Sprintf("service still there (err %v): finalizers %v, deletion %v", err, s.Finalizers, s.DeletionTimestamp)
-			return false, nil
+			return false, fmt.Sprintf("service still there (err %v): finalizers %v, deletion %v", err, s.Finalizers, s.DeletionTimestamp)
 		}
 		// Only this Service's: Services other tests left in their namespaces (no
 		// namespace controller runs here) get load balancers from this manager too.
 		lbs, err := mc.Client.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{
 			minicloud.TagCluster: clusterName, minicloud.TagServiceNamespace: ns, minicloud.TagServiceName: svc.Name,
 		}})
-		state = fmt.Sprintf("service gone; load balancers %+v (err %v)", lbs, err)
-		return err == nil && len(lbs) == 0, nil
-	}, func() string { return state })
+		return err == nil && len(lbs) == 0, fmt.Sprintf("service gone; load balancers %+v (err %v)", lbs, err)
+	})
 }

@@ -13,23 +13,20 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
 
-// eventually waits until cond holds, failing the test after a generous deadline.
+// eventually is testsupport.Eventually for this package's conditions, which
+// need no context and cannot fail.
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), time.Millisecond, 20*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		t.Fatalf("timed out waiting for %s", what)
-	}
+	testsupport.Eventually(t, 20*time.Second, what, func(context.Context) (bool, error) { return cond(), nil })
 }
 
 // drive advances the fake clock by step whenever something waits on it, until

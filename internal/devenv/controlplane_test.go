@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 )
 
 // startControlPlane starts a dev control plane with kube-controller-manager in
@@ -66,7 +67,7 @@ func TestControlPlaneAllocatesPodCIDRsAndStopsCleanly(t *testing.T) {
 	// cluster CIDR. (Node lifecycle marking silent nodes NotReady is checked
 	// by TestDevClusterAndKubelets.)
 	var node *corev1.Node
-	poll(t, 60*time.Second, "pod CIDR allocated and node Ready", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "pod CIDR allocated and node Ready", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "node-a", metav1.GetOptions{})
 		if err != nil {
 			return false, nil

@@ -1,7 +1,6 @@
 package devenv
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,7 +10,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -23,6 +21,7 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 )
@@ -52,26 +51,9 @@ type devRun struct {
 	stopSignal os.Signal
 	cmd        *exec.Cmd
 	stateDir   string
-	out        *syncBuffer
+	out        *testsupport.LockedBuffer
 	exited     chan struct{}
 	conn       *Conn
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // startDev starts `stratus dev` with args and waits for its ready line.
@@ -92,7 +74,7 @@ func startDev(t *testing.T, stateDir string, args ...string) *devRun {
 		t.Fatalf("kube-controller-manager missing in %s: run hack/kubebins/build.sh (%v)", bins, err)
 	}
 	stratus := buildCommand(t, root, "cmd/stratus")
-	d := &devRun{t: t, bin: stratus, stopSignal: os.Interrupt, stateDir: stateDir, out: &syncBuffer{}, exited: make(chan struct{})}
+	d := &devRun{t: t, bin: stratus, stopSignal: os.Interrupt, stateDir: stateDir, out: &testsupport.LockedBuffer{}, exited: make(chan struct{})}
 	d.cmd = exec.Command(stratus, append([]string{"dev", "--state-dir", stateDir, "--kube-bin-dir", bins}, args...)...)
 	d.cmd.Stdout, d.cmd.Stderr = d.out, d.out
 	if err := d.cmd.Start(); err != nil {
@@ -133,7 +115,7 @@ func (d *devRun) stop() {
 		return
 	default:
 	}
-	children := descendants(d.cmd.Process.Pid)
+	children := testsupport.Descendants(d.cmd.Process.Pid)
 	_ = d.cmd.Process.Signal(d.stopSignal)
 	select {
 	case <-d.exited:
@@ -150,52 +132,10 @@ func (d *devRun) stop() {
 	}
 	for _, pid := range children {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
-			d.t.Errorf("process %d (%s) left running after %v", pid, procName(pid), d.stopSignal)
+			d.t.Errorf("process %d (%s) left running after %v", pid, testsupport.ProcName(pid), d.stopSignal)
 			_ = syscall.Kill(pid, syscall.SIGKILL)
 		}
 	}
-}
-
-// descendants lists the processes below pid (children, grandchildren, ...).
-func descendants(pid int) []int {
-	parents := map[int]int{}
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		p, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(s[i+1:])
-		if len(fields) < 2 {
-			continue
-		}
-		ppid, _ := strconv.Atoi(fields[1])
-		parents[p] = ppid
-	}
-	var out []int
-	for p := range parents {
-		for a := parents[p]; a > 1; a = parents[a] {
-			if a == pid {
-				out = append(out, p)
-				break
-			}
-		}
-	}
-	return out
-}
-
-func procName(pid int) string {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	return strings.TrimSpace(string(b))
 }
 
 func (d *devRun) instance(ctx context.Context, name string) api.Instance {
@@ -249,7 +189,7 @@ func TestDevClusterAndKubelets(t *testing.T) {
 
 	// Nodes registered as kubelets with --cloud-provider=external register,
 	// Ready, and given pod CIDRs by kube-controller-manager's node IPAM.
-	poll(t, 60*time.Second, "2 nodes Ready with pod CIDRs", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "2 nodes Ready with pod CIDRs", func(ctx context.Context) (bool, error) {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil || len(nodes.Items) != 2 {
 			return false, nil
@@ -275,7 +215,7 @@ func TestDevClusterAndKubelets(t *testing.T) {
 	port := strconv.Itoa(int(svc.Spec.Ports[0].NodePort))
 	for _, name := range []string{"node-1", "node-2"} {
 		ip := d.instance(ctx, name).PrivateIP
-		poll(t, 30*time.Second, name+" answers on its NodePort", func(ctx context.Context) (bool, error) {
+		testsupport.Eventually(t, 30*time.Second, name+" answers on its NodePort", func(ctx context.Context) (bool, error) {
 			r, err := GetReply(ctx, "http://"+net.JoinHostPort(ip, port)+"/")
 			return err == nil && r.Node == name && r.Service == "web", nil
 		})
@@ -285,7 +225,7 @@ func TestDevClusterAndKubelets(t *testing.T) {
 	if _, err := d.conn.Cloud.CreateInstance(ctx, api.InstanceCreate{Name: "extra", Type: "mc.small", Zone: "mc-central-a", Tags: map[string]string{NodeTagKey: NodeTagValue}}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "node extra registered and Ready", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 30*time.Second, "node extra registered and Ready", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "extra", metav1.GetOptions{})
 		return err == nil && isReady(n), nil
 	})
@@ -295,7 +235,7 @@ func TestDevClusterAndKubelets(t *testing.T) {
 	if _, err := d.conn.Cloud.StopInstance(ctx, d.instance(ctx, "node-2").ID); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, NodeMonitorGracePeriod+40*time.Second, "node-2 NotReady", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, NodeMonitorGracePeriod+40*time.Second, "node-2 NotReady", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
 		return err == nil && !isReady(n), nil
 	})
@@ -343,7 +283,7 @@ func TestDevEndToEnd(t *testing.T) {
 	cs := d.conn.Kube
 
 	// Nodes initialized: provider ID, zone and type labels, no taint.
-	poll(t, 90*time.Second, "nodes initialized", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "nodes initialized", func(ctx context.Context) (bool, error) {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil || len(nodes.Items) != 2 {
 			return false, nil
@@ -359,7 +299,7 @@ func TestDevEndToEnd(t *testing.T) {
 	// A LoadBalancer Service gets an ingress IP that answers over HTTP.
 	d.createLBService(ctx, "web")
 	var ip string
-	poll(t, 90*time.Second, "ingress IP", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "ingress IP", func(ctx context.Context) (bool, error) {
 		s, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -367,13 +307,13 @@ func TestDevEndToEnd(t *testing.T) {
 		ip = ingressOf(s)
 		return ip != "", nil
 	})
-	poll(t, 60*time.Second, "load balancer answers", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "load balancer answers", func(ctx context.Context) (bool, error) {
 		r, err := GetReply(ctx, "http://"+net.JoinHostPort(ip, "80")+"/")
 		return err == nil && r.Service == "web" && strings.HasPrefix(r.Node, "node-"), nil
 	})
 
 	// Routes in minicloud for each node's pod CIDR.
-	poll(t, 60*time.Second, "a route per node pod CIDR", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "a route per node pod CIDR", func(ctx context.Context) (bool, error) {
 		nodes, err := cs.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil
@@ -396,7 +336,7 @@ func TestDevEndToEnd(t *testing.T) {
 
 	// `stratus dev demo` walks through the story on an instance of its own,
 	// meanwhile the test stops and deletes node-2's instance.
-	demoOut := &syncBuffer{}
+	demoOut := &testsupport.LockedBuffer{}
 	demo := exec.CommandContext(ctx, d.bin, "dev", "demo", "--state-dir", d.stateDir)
 	demo.Stdout, demo.Stderr = demoOut, demoOut
 	if err := demo.Start(); err != nil {
@@ -410,14 +350,14 @@ func TestDevEndToEnd(t *testing.T) {
 	if _, err := d.conn.Cloud.StopInstance(ctx, in.ID); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 2*time.Minute, "node-2 shutdown taint", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 2*time.Minute, "node-2 shutdown taint", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
 		return err == nil && hasTaint(n, cloudproviderapi.TaintNodeShutdown, corev1.TaintEffectNoSchedule), nil
 	})
 	if err := d.conn.Cloud.DeleteInstance(ctx, in.ID); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 3*time.Minute, "node-2 deleted", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 3*time.Minute, "node-2 deleted", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Nodes().Get(ctx, "node-2", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -431,7 +371,7 @@ func TestDevEndToEnd(t *testing.T) {
 		t.Errorf("stratus dev demo did not finish within 5m:\n%s", demoOut.String())
 	}
 	// The demo cleaned up: its Service is gone, its instance and node too.
-	poll(t, 60*time.Second, "demo service removed", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "demo service removed", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Services("default").Get(ctx, "stratus-demo", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -448,8 +388,8 @@ func TestDevEndToEnd(t *testing.T) {
 // pids returns the processes below stratus dev whose command is name.
 func (d *devRun) pids(name string) []int {
 	var out []int
-	for _, pid := range descendants(d.cmd.Process.Pid) {
-		if procName(pid) == name {
+	for _, pid := range testsupport.Descendants(d.cmd.Process.Pid) {
+		if testsupport.ProcName(pid) == name {
 			out = append(out, pid)
 		}
 	}
@@ -460,7 +400,7 @@ func (d *devRun) pids(name string) []int {
 func (d *devRun) newPid(name string, old int) int {
 	d.t.Helper()
 	var pid int
-	poll(d.t, 60*time.Second, fmt.Sprintf("a %s other than pid %d", name, old), func(context.Context) (bool, error) {
+	testsupport.Eventually(d.t, 60*time.Second, fmt.Sprintf("a %s other than pid %d", name, old), func(context.Context) (bool, error) {
 		for _, p := range d.pids(name) {
 			if p != old {
 				pid = p
@@ -475,7 +415,7 @@ func (d *devRun) newPid(name string, old int) int {
 // waitOutput waits until stratus dev has printed s.
 func (d *devRun) waitOutput(timeout time.Duration, s string) {
 	d.t.Helper()
-	poll(d.t, timeout, fmt.Sprintf("stratus dev printing %q", s), func(context.Context) (bool, error) {
+	testsupport.Eventually(d.t, timeout, fmt.Sprintf("stratus dev printing %q", s), func(context.Context) (bool, error) {
 		return strings.Contains(d.out.String(), s), nil
 	})
 }
@@ -491,7 +431,7 @@ func (d *devRun) minicloud(ctx context.Context, action string) (string, error) {
 func (d *devRun) waitLB(timeout time.Duration, name, reason string) *corev1.Service {
 	d.t.Helper()
 	var svc *corev1.Service
-	poll(d.t, timeout, fmt.Sprintf("service %s LoadBalancerReady reason %s", name, reason), func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(d.t, timeout, fmt.Sprintf("service %s LoadBalancerReady reason %s", name, reason), func(ctx context.Context) (bool, error) {
 		s, err := d.conn.Kube.CoreV1().Services("default").Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -592,7 +532,7 @@ func TestDevFaultDrills(t *testing.T) {
 	if len(lbs) != 3 {
 		t.Errorf("%d load balancers after the outage, want 3 (web, after-crash, outage)", len(lbs))
 	}
-	poll(t, 60*time.Second, "web's load balancer answers again", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "web's load balancer answers again", func(ctx context.Context) (bool, error) {
 		r, err := GetReply(ctx, "http://"+net.JoinHostPort(webIP, "80")+"/")
 		return err == nil && r.Service == "web" && r.Node == "node-1", nil
 	})

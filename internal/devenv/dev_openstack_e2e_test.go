@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 )
@@ -58,7 +59,7 @@ func TestDevOpenStack(t *testing.T) {
 
 	for _, name := range []string{"node-1", "node-2"} {
 		in := d.instance(ctx, name)
-		poll(t, 90*time.Second, "node "+name+" initialized by the openstack provider", func(ctx context.Context) (bool, error) {
+		testsupport.Eventually(t, 90*time.Second, "node "+name+" initialized by the openstack provider", func(ctx context.Context) (bool, error) {
 			n, err := d.conn.Kube.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			return err == nil && Initialized(n) && n.Spec.ProviderID == OpenStackProviderIDPrefix+in.ID &&
 				n.Labels[corev1.LabelTopologyZone] == in.Zone && n.Labels[corev1.LabelInstanceTypeStable] == in.Type &&
@@ -69,7 +70,7 @@ func TestDevOpenStack(t *testing.T) {
 
 	// Routes: each node's pod CIDR an extra route of the dialect's router,
 	// which minicloud carries as a route to the node's instance.
-	poll(t, 90*time.Second, "a route per node pod CIDR", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "a route per node pod CIDR", func(ctx context.Context) (bool, error) {
 		nodes, err := d.conn.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, nil

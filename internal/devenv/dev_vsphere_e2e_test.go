@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/internal/vcsim"
 )
 
@@ -57,7 +58,7 @@ func TestDevVSphere(t *testing.T) {
 	// the zone of its tag, its address, the system UUID its kubelet reported.
 	for _, vm := range vms {
 		ip, _ := vmIPv4(vm)
-		poll(t, 90*time.Second, "node "+vm.Name+" initialized by the vSphere provider", func(ctx context.Context) (bool, error) {
+		testsupport.Eventually(t, 90*time.Second, "node "+vm.Name+" initialized by the vSphere provider", func(ctx context.Context) (bool, error) {
 			n, err := cs.CoreV1().Nodes().Get(ctx, vm.Name, metav1.GetOptions{})
 			return err == nil && Initialized(n) && n.Spec.ProviderID == "vsphere://"+vm.UUID &&
 				n.Labels[corev1.LabelTopologyZone] == vm.Zone && n.Labels[corev1.LabelTopologyRegion] == vm.Region &&
@@ -69,7 +70,7 @@ func TestDevVSphere(t *testing.T) {
 	// The Service's VIP (minicloud) reaches both vSphere nodes' agents.
 	svc := d.createLBService(ctx, "web")
 	var vip string
-	poll(t, 90*time.Second, "ingress IP", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "ingress IP", func(ctx context.Context) (bool, error) {
 		s, err := cs.CoreV1().Services("default").Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -78,7 +79,7 @@ func TestDevVSphere(t *testing.T) {
 		return vip != "", nil
 	})
 	seen := map[string]bool{}
-	poll(t, 60*time.Second, "the VIP answering from node-0 and node-1", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "the VIP answering from node-0 and node-1", func(ctx context.Context) (bool, error) {
 		r, err := GetReply(ctx, "http://"+net.JoinHostPort(vip, "80")+"/")
 		if err == nil && r.Service == "web" {
 			seen[r.Node] = true
@@ -111,15 +112,15 @@ func TestDevVSphere(t *testing.T) {
 	// demo below creates and destroys a VM of its own.)
 	vcsimCmd("destroy", "node-1")
 	lb := &demo{Conn: d.conn}
-	poll(t, 90*time.Second, "node-1 (10.0.0.2) out of the load balancer", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "node-1 (10.0.0.2) out of the load balancer", func(ctx context.Context) (bool, error) {
 		targets, err := lb.targets(ctx, svc)
 		return err == nil && slices.Contains(targets, "10.0.0.1") && !slices.Contains(targets, "10.0.0.2"), nil
 	})
-	poll(t, 3*time.Minute, "node-1 deleted", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 3*time.Minute, "node-1 deleted", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
-	poll(t, 30*time.Second, "the VIP answering from node-0 only", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 30*time.Second, "the VIP answering from node-0 only", func(ctx context.Context) (bool, error) {
 		for range 4 {
 			r, err := GetReply(ctx, "http://"+net.JoinHostPort(vip, "80")+"/")
 			if err != nil || r.Node != "node-0" {
@@ -144,7 +145,7 @@ func TestDevVSphere(t *testing.T) {
 
 	// A VM created from another terminal joins.
 	vcsimCmd("create", "extra")
-	poll(t, 90*time.Second, "node extra initialized", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "node extra initialized", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "extra", metav1.GetOptions{})
 		return err == nil && Initialized(n) && strings.HasPrefix(n.Spec.ProviderID, "vsphere://"), nil
 	})

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 )
 
 func TestMain(m *testing.M) {
@@ -62,7 +63,7 @@ func TestKubeletRegistersHeartbeatsAndServesNodePorts(t *testing.T) {
 
 	// Registered as a kubelet with --cloud-provider=external registers.
 	var node *corev1.Node
-	poll(t, 30*time.Second, "node registered and Ready", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 30*time.Second, "node registered and Ready", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, nil
@@ -82,7 +83,7 @@ func TestKubeletRegistersHeartbeatsAndServesNodePorts(t *testing.T) {
 	if node.Labels[corev1.LabelHostname] != name {
 		t.Errorf("hostname label = %q", node.Labels[corev1.LabelHostname])
 	}
-	poll(t, 30*time.Second, "node lease renewed", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 30*time.Second, "node lease renewed", func(ctx context.Context) (bool, error) {
 		l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
 		return err == nil && l.Spec.RenewTime != nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == name, nil
 	})
@@ -102,7 +103,7 @@ func TestKubeletRegistersHeartbeatsAndServesNodePorts(t *testing.T) {
 	}
 	nodePort := svc.Spec.Ports[0].NodePort
 	var reply Reply
-	poll(t, 30*time.Second, "node port answers", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 30*time.Second, "node port answers", func(ctx context.Context) (bool, error) {
 		body, code, err := httpGet(ctx, fmt.Sprintf("http://%s/", net.JoinHostPort(ip, strconv.Itoa(int(nodePort)))))
 		if err != nil || code != http.StatusOK {
 			return false, nil
@@ -113,7 +114,7 @@ func TestKubeletRegistersHeartbeatsAndServesNodePorts(t *testing.T) {
 		t.Errorf("reply = %+v, want %+v", reply, want)
 	}
 	hcURL := fmt.Sprintf("http://%s/healthz", net.JoinHostPort(ip, strconv.Itoa(int(svc.Spec.HealthCheckNodePort))))
-	poll(t, 30*time.Second, "health check node port answers 200", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 30*time.Second, "health check node port answers 200", func(ctx context.Context) (bool, error) {
 		_, code, err := httpGet(ctx, hcURL)
 		return err == nil && code == http.StatusOK, nil
 	})
@@ -122,7 +123,7 @@ func TestKubeletRegistersHeartbeatsAndServesNodePorts(t *testing.T) {
 	if err := cs.CoreV1().Services(ns).Delete(t.Context(), "web", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 30*time.Second, "node port closed after the Service is deleted", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 30*time.Second, "node port closed after the Service is deleted", func(ctx context.Context) (bool, error) {
 		_, _, err := httpGet(ctx, hcURL)
 		return err != nil, nil
 	})
@@ -163,7 +164,7 @@ func TestKubeletRestartKeepsNode(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- (&Kubelet{Name: name, IP: testIP(), Client: cs}).Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	poll(t, 30*time.Second, "lease created by the restarted kubelet", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 30*time.Second, "lease created by the restarted kubelet", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
 		return err == nil, nil
 	})
@@ -173,13 +174,6 @@ func TestKubeletRestartKeepsNode(t *testing.T) {
 	}
 	if n.Spec.ProviderID != "minicloud://i-1" || hasTaint(n, cloudproviderapi.TaintExternalCloudProvider, corev1.TaintEffectNoSchedule) {
 		t.Errorf("restart changed the node: providerID %q taints %v", n.Spec.ProviderID, n.Spec.Taints)
-	}
-}
-
-func poll(t *testing.T, timeout time.Duration, what string, cond wait.ConditionWithContextFunc) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, timeout, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
 	}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/stratus-ccm/stratus/internal/manager"
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 )
 
 func TestMain(m *testing.M) {
@@ -44,14 +45,6 @@ func baseArgs(t *testing.T, env *testenv.Env, ns string, extra ...string) []stri
 	}, extra...)
 }
 
-func poll(t *testing.T, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, cond)
-	if err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
 // TestServingHealthAndMetrics: the health paths answer anonymously on the secure
 // port, with a check per started controller and the leader-election watchdog;
 // /metrics needs a token (TokenReview) whose identity may get /metrics
@@ -59,12 +52,12 @@ func poll(t *testing.T, timeout time.Duration, what string, cond func(ctx contex
 func TestServingHealthAndMetrics(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
-	port := managertest.FreePort(t)
+	port := testsupport.FreePort(t)
 	m := managertest.Start(t, baseArgs(t, env, ns, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
 		"--cert-dir="+t.TempDir())...)
 	base := fmt.Sprintf("https://127.0.0.1:%d", port)
 
-	poll(t, 60*time.Second, "the service controller's health check", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "the service controller's health check", func(ctx context.Context) (bool, error) {
 		code, _, err := managertest.Get(ctx, base+"/healthz/service-lb-controller", "")
 		return err == nil && code == 200, nil
 	})
@@ -101,7 +94,7 @@ func TestServingHealthAndMetrics(t *testing.T) {
 			var body string
 			// RBAC changes reach the authorizer within a moment; deny answers are cached, so
 			// the authorized identity is never asked before it is granted.
-			poll(t, 30*time.Second, "the expected /metrics answer", func(ctx context.Context) (bool, error) {
+			testsupport.Eventually(t, 30*time.Second, "the expected /metrics answer", func(ctx context.Context) (bool, error) {
 				var err error
 				code, body, err = managertest.Get(ctx, base+"/metrics", tc.token)
 				return err == nil && code == tc.want, nil
@@ -233,7 +226,7 @@ func TestLeaderElectionTakeover(t *testing.T) {
 
 	first := managertest.StartProcess(t, args...)
 	var leader string
-	poll(t, 60*time.Second, "the first manager to lead", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "the first manager to lead", func(ctx context.Context) (bool, error) {
 		leader, _ = leaseHolder(ctx, cs, ns, lease)
 		return leader != "", nil
 	})
@@ -242,7 +235,7 @@ func TestLeaderElectionTakeover(t *testing.T) {
 	// While the leader lives, its renewals keep the standby out.
 	_, l := leaseHolder(ctx, cs, ns, lease)
 	renewed := l.Spec.RenewTime.Time
-	poll(t, 30*time.Second, "two renewals by the leader", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 30*time.Second, "two renewals by the leader", func(ctx context.Context) (bool, error) {
 		holder, l := leaseHolder(ctx, cs, ns, lease)
 		if holder != leader {
 			return false, fmt.Errorf("lease moved to %q while the leader %q was alive", holder, leader)
@@ -255,7 +248,7 @@ func TestLeaderElectionTakeover(t *testing.T) {
 	}
 	_ = first.Wait(10 * time.Second)
 	var successor string
-	poll(t, 30*time.Second, "the standby to take over", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 30*time.Second, "the standby to take over", func(ctx context.Context) (bool, error) {
 		successor, _ = leaseHolder(ctx, cs, ns, lease)
 		return successor != "" && successor != leader, nil
 	})
@@ -268,7 +261,7 @@ func TestLeaderElectionTakeover(t *testing.T) {
 	if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 60*time.Second, "the new leader to provision the load balancer", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "the new leader to provision the load balancer", func(ctx context.Context) (bool, error) {
 		got, err := cs.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -315,7 +308,7 @@ func TestCleanStopLogsNoError(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- manager.Run(ctx, managertest.Options(t, args...)) }()
-	poll(t, 60*time.Second, "the manager to lead and start its controller", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "the manager to lead and start its controller", func(ctx context.Context) (bool, error) {
 		holder, _ := leaseHolder(ctx, cs, ns, lease)
 		return holder != "" && strings.Contains(logged(), "started controller"), nil
 	})
@@ -344,7 +337,7 @@ func TestIgnoredFlagsWarnOnce(t *testing.T) {
 	ns := env.Namespace(t)
 	p := managertest.StartProcess(t, baseArgs(t, env, ns, "--secure-port=0", "--controllers=service,route",
 		"--feature-gates=Foo=true", "--feature-gates=Bar=false", "--contention-profiling")...)
-	poll(t, 60*time.Second, "the service controller to start", func(context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "the service controller to start", func(context.Context) (bool, error) {
 		return strings.Contains(p.Output(), "started controller"), nil
 	})
 	if err := p.Signal(syscall.SIGTERM); err != nil {
@@ -391,7 +384,7 @@ func TestProvidersInitializedOnLeaderOnly(t *testing.T) {
 	}
 	before := len(managertest.Clouds())
 	managertest.Start(t, args...)
-	poll(t, 30*time.Second, "the provider to be built", func(context.Context) (bool, error) {
+	testsupport.Eventually(t, 30*time.Second, "the provider to be built", func(context.Context) (bool, error) {
 		return len(managertest.Clouds()) > before, nil
 	})
 	c := managertest.Clouds()[before]
@@ -401,7 +394,7 @@ func TestProvidersInitializedOnLeaderOnly(t *testing.T) {
 	if err := cs.CoordinationV1().Leases(ns).Delete(context.Background(), lease, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 60*time.Second, "the provider to be initialized on leadership", func(context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "the provider to be initialized on leadership", func(context.Context) (bool, error) {
 		return c.Initialized() && c.HasInformers(), nil
 	})
 }

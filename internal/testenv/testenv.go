@@ -37,6 +37,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -304,7 +305,7 @@ func pinnedVersion(path, key string) (string, error) {
 // do.
 func startWatchdog(root string) {
 	var pids []string
-	for _, pid := range childPIDs(os.Getpid()) {
+	for _, pid := range testsupport.Children(os.Getpid()) {
 		pids = append(pids, strconv.Itoa(pid))
 	}
 	script := `while kill -0 "$1" 2>/dev/null; do sleep 1; done; shift; root=$1; shift
@@ -317,36 +318,4 @@ for p in "$@"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$root"`
 		return
 	}
 	go func() { _ = cmd.Wait() }()
-}
-
-// childPIDs lists the direct children of pid from /proc.
-func childPIDs(pid int) []int {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var out []int
-	for _, e := range entries {
-		child, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		// Format: pid (comm) state ppid ...; comm may contain spaces.
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		fields := strings.Fields(s[i+1:])
-		if len(fields) > 1 {
-			if ppid, err := strconv.Atoi(fields[1]); err == nil && ppid == pid {
-				out = append(out, child)
-			}
-		}
-	}
-	return out
 }

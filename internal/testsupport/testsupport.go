@@ -1,7 +1,7 @@
 // Package testsupport holds the small helpers that tests across the repository
 // need alike (a free port, a buffer a process writes to while the test reads
-// it), so that each exists once. It is imported by tests and test harnesses
-// only.
+// it, waiting on a condition with a deadline, the processes below a process),
+// so that each exists once. It is imported by tests and test harnesses only.
 package testsupport
 
 import (

@@ -26,11 +26,11 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/fake"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
@@ -193,7 +193,7 @@ func TestPluginDownAndBack(t *testing.T) {
 	}
 
 	stop = serve(t, provider, plugin.ServeOptions{Address: addr})
-	waitFor(t, "calls to work after the plugin restarted", func() (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, "calls to work after the plugin restarted", func(context.Context) (bool, string) {
 		exists, err := v2.InstanceExists(ctx, n)
 		return err == nil && exists, errString(err)
 	})
@@ -201,7 +201,7 @@ func TestPluginDownAndBack(t *testing.T) {
 	// Back with other capabilities: the upstream fake has no listing.
 	stop()
 	serve(t, &fake.Cloud{Provider: "minicloud", EnableInstancesV2: true, ExistsByProviderID: true}, plugin.ServeOptions{Address: addr})
-	waitFor(t, "a protocol error after the capabilities changed", func() (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, "a protocol error after the capabilities changed", func(context.Context) (bool, string) {
 		_, err := v2.InstanceExists(ctx, n)
 		return errors.Is(err, plugin.ErrProtocol) && strings.Contains(err.Error(), "capabilities changed") && !pcp.IsTransient(err), errString(err)
 	})
@@ -212,19 +212,6 @@ func errString(err error) string {
 		return "no error"
 	}
 	return err.Error()
-}
-
-func waitFor(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
-		var ok bool
-		ok, last = cond()
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
-	}
 }
 
 // liar claims every interface and extension, answers replies without their

@@ -20,6 +20,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/api"
 
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
 	mos "github.com/stratus-ccm/stratus/minicloud/openstack"
@@ -44,7 +45,7 @@ type lbEnv struct {
 func startLB(t *testing.T) *lbEnv {
 	t.Helper()
 	e := start(t, mos.Options{PendingDelay: pending, MaxPageSize: 1})
-	le := &lbEnv{env: e, healthPort: freePort(t)}
+	le := &lbEnv{env: e, healthPort: testsupport.FreePort(t)}
 	for _, n := range []string{"n1", "n2", "n3"} {
 		in := e.create(t, n, "mc.small", minicloud.Zones[0], false)
 		be := minicloudtest.StartBackend(t, n, in.PrivateIP, minicloudtest.BackendOptions{TCP: true, UDP: true, Port: le.port, HealthPort: le.healthPort})
@@ -211,17 +212,6 @@ func TestLoadBalancerFloatingIP(t *testing.T) {
 	if !minicloudtest.Refused(addr) {
 		t.Error("the floating IP still accepts connections after the delete")
 	}
-}
-
-// freePort is a TCP port free on loopback now.
-func freePort(t *testing.T) int {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().(*net.TCPAddr).Port
 }
 
 func isRetry(err error) bool {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
@@ -271,12 +273,7 @@ func TestFaults(t *testing.T) {
 
 // TestUnreachable: no answer from Keystone is a transient error.
 func TestUnreachable(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testsupport.FreePort(t)))
 	p := newProvider(t, "[Global]\nauth-url = http://"+addr+"/v3\nusername = u\npassword = p\ndomain-name = Default\ntenant-name = x\n")
 	if _, err := p.ListInstances(context.Background()); !pcp.IsTransient(err) {
 		t.Errorf("ListInstances with Keystone down: %v, want a transient error", err)

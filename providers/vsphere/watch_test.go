@@ -14,6 +14,7 @@ import (
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/vim25/mo"
 
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/internal/vcsim"
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
@@ -35,7 +36,7 @@ func watching(t *testing.T, c *Cloud) *atomic.Int64 {
 		cancel()
 		wg.Wait()
 	})
-	eventually(t, "the watch to sync", func() (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, "the watch to sync", func(context.Context) (bool, string) {
 		return c.synced(), fmt.Sprintf("%d changes", changes.Load())
 	})
 	return &changes
@@ -80,14 +81,14 @@ func TestWatchDeliversChanges(t *testing.T) {
 
 	n := changes.Load()
 	s.do("power off", s.srv.PowerOff(s.ctx, "node-2"))
-	eventually(t, "the watch to report the power-off", func() (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, "the watch to report the power-off", func(context.Context) (bool, string) {
 		inst, ok, state := listed(t, c, "node-2")
 		return ok && inst.Shutdown && changes.Load() > n, state
 	})
 
 	n = changes.Load()
 	s.do("destroy", s.srv.Destroy(s.ctx, "node-2"))
-	eventually(t, "the watch to report the destroy", func() (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, "the watch to report the destroy", func(context.Context) (bool, string) {
 		_, ok, state := listed(t, c, "node-2")
 		return !ok && state == "3 instances" && changes.Load() > n, state
 	})
@@ -95,14 +96,14 @@ func TestWatchDeliversChanges(t *testing.T) {
 	n = changes.Load()
 	_, err := s.srv.Create(s.ctx, vcsim.VMSpec{Name: "worker-new", Guest: &vcsim.Guest{Hostname: "worker-new"}})
 	s.do("create", err)
-	eventually(t, "the watch to report the new VM", func() (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, "the watch to report the new VM", func(context.Context) (bool, string) {
 		inst, ok, state := listed(t, c, "worker-new")
 		return ok && !inst.Shutdown && inst.MetadataErr != nil && changes.Load() > n, state
 	})
 
 	n = changes.Load()
 	s.setGuest("worker-new", "worker-new", nic("VM Network", "10.1.0.7"))
-	eventually(t, "the watch to report the guest's IP", func() (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, "the watch to report the guest's IP", func(context.Context) (bool, string) {
 		inst, ok, state := listed(t, c, "worker-new")
 		return ok && inst.MetadataErr == nil && len(inst.Metadata.NodeAddresses) == 3 && changes.Load() > n,
 			fmt.Sprintf("%s %v %v", state, inst.Metadata.NodeAddresses, inst.MetadataErr)
@@ -127,13 +128,13 @@ func TestWatchRecoversFromSessionLoss(t *testing.T) {
 	s.do("power off", s.srv.PowerOff(s.ctx, "node-1"))
 	// The pending long poll still delivers the power-off; the next one
 	// finds the session gone.
-	eventually(t, "the power-off, a new login and a synced watch", func() (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, "the power-off, a new login and a synced watch", func(context.Context) (bool, string) {
 		inst, ok, state := listed(t, c, "node-1")
 		return ok && inst.Shutdown && rec.count("Login") > logins && c.synced(), fmt.Sprintf("%s, %d logins", state, rec.count("Login"))
 	})
 	// The new collector delivers changes.
 	s.do("power on", s.srv.PowerOn(s.ctx, "node-1"))
-	eventually(t, "the power-on after the watch recovered", func() (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, "the power-on after the watch recovered", func(context.Context) (bool, string) {
 		inst, ok, state := listed(t, c, "node-1")
 		return ok && !inst.Shutdown, state
 	})
@@ -175,7 +176,7 @@ func TestWrongPassword(t *testing.T) {
 		defer close(done)
 		_ = c.WatchInstances(ctx, func() {})
 	}()
-	eventually(t, "the watch to fail", func() (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, "the watch to fail", func(context.Context) (bool, string) {
 		v := c.vcs[0].inv
 		v.mu.Lock()
 		defer v.mu.Unlock()
@@ -198,7 +199,7 @@ func TestVCenterStopped(t *testing.T) {
 	}
 	// vCenter goes away with the watch's long poll in flight.
 	s.srv.Stop()
-	eventually(t, "listings to fail", func() (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, "listings to fail", func(context.Context) (bool, string) {
 		_, err := c.ListInstances(t.Context())
 		return err != nil, fmt.Sprint(err)
 	})
@@ -255,7 +256,7 @@ func TestKeepalive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the idle session to expire", func() (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, "the idle session to expire", func(context.Context) (bool, string) {
 		var sm mo.SessionManager
 		if err := property.DefaultCollector(s.admin).RetrieveOne(s.ctx, *s.admin.ServiceContent.SessionManager, []string{"sessionList"}, &sm); err != nil {
 			return false, err.Error()

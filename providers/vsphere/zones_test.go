@@ -1,6 +1,7 @@
 package vsphere
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/internal/vcsim"
 	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 )
@@ -187,7 +189,7 @@ func TestExpiredSessionsLogInAgain(t *testing.T) {
 	if restLogins() != 1 {
 		t.Fatalf("REST requests: %v", rec.rest)
 	}
-	eventually(t, "the provider's sessions to expire", func() (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, "the provider's sessions to expire", func(context.Context) (bool, string) {
 		var sm mo.SessionManager
 		if err := property.DefaultCollector(s.admin).RetrieveOne(s.ctx, *s.admin.ServiceContent.SessionManager, []string{"sessionList"}, &sm); err != nil {
 			return false, err.Error()

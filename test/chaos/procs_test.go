@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 )
@@ -45,12 +46,12 @@ type cloudProcess struct {
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{}
-	logs []*lockedBuffer // one per incarnation
+	logs []*testsupport.LockedBuffer // one per incarnation
 }
 
 func startCloud(t *testing.T, dir, tokenFile string, pools [3]string) *cloudProcess {
 	t.Helper()
-	port := managertest.FreePort(t)
+	port := testsupport.FreePort(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	c := &cloudProcess{t: t, url: "http://" + addr, args: []string{"serve",
 		"--listen=" + addr, "--state-dir=" + dir, "--token-file=" + tokenFile,
@@ -70,7 +71,7 @@ func (c *cloudProcess) start() {
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), minicloudEnv+"="+string(raw))
-	out := &lockedBuffer{}
+	out := &testsupport.LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		c.t.Fatalf("start minicloud: %v", err)
@@ -401,23 +402,6 @@ func (r *replica) output() string {
 		fmt.Fprintf(&b, "=== replica %d incarnation %d\n%s", r.id, i+1, p.Output())
 	}
 	return b.String()
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // writeLogs saves every process's output under dir.

@@ -8,20 +8,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/internal/vcsim"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
@@ -150,7 +148,7 @@ func startUpstream(t *testing.T, bin string, args []string, env ...string) {
 	t.Helper()
 	cmd := exec.Command(bin, append(args, "--v=2")...)
 	cmd.Env = append(os.Environ(), env...)
-	out := &syncBuffer{}
+	out := &testsupport.LockedBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start upstream CCM: %v", err)
@@ -164,23 +162,6 @@ func startUpstream(t *testing.T, bin string, args []string, env ...string) {
 			t.Logf("upstream CCM output:\n%s", out.String())
 		}
 	})
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // nodeOptions say how a simulated kubelet registers its Node.
@@ -292,28 +273,17 @@ func (r *run) register(n *corev1.Node, o nodeOptions) {
 // the scenario's settle time.
 func (r *run) waitFor(what string, cond func(ctx context.Context) (bool, error)) {
 	r.t.Helper()
-	if err := wait.PollUntilContextTimeout(r.ctx, 100*time.Millisecond, r.settle, true, cond); err != nil {
-		r.t.Fatalf("%s: waiting for %s: %v", r.side, what, err)
-	}
+	testsupport.Eventually(r.t, r.settle, fmt.Sprintf("%s: %s", r.side, what), cond)
 }
 
 // nodeStays checks the Node for d and fails as soon as cond does not hold:
 // the check that something does not happen.
 func (r *run) nodeStays(name, what string, d time.Duration, cond func(*corev1.Node) bool) {
 	r.t.Helper()
-	deadline := time.Now().Add(d)
-	tick := time.NewTicker(100 * time.Millisecond)
-	defer tick.Stop()
-	for time.Now().Before(deadline) {
-		if n := r.node(name); !cond(n) {
-			r.t.Fatalf("%s: node %s: %s: violated: taints %v, provider ID %q", r.side, name, what, n.Spec.Taints, n.Spec.ProviderID)
-		}
-		select {
-		case <-r.ctx.Done():
-			r.t.Fatalf("%s: node %s: %s: %v", r.side, name, what, r.ctx.Err())
-		case <-tick.C:
-		}
-	}
+	testsupport.Consistently(r.t, d, fmt.Sprintf("%s: node %s: %s", r.side, name, what), func(context.Context) (bool, string) {
+		n := r.node(name)
+		return cond(n), fmt.Sprintf("taints %v, provider ID %q", n.Spec.Taints, n.Spec.ProviderID)
+	})
 }
 
 // waitNode waits until cond holds for the Node.

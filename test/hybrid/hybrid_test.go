@@ -21,11 +21,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/internal/vcsim"
 	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/client"
@@ -130,7 +130,7 @@ defaultLoadBalancerProvider: mc
 	}
 	for i, name := range names {
 		vm := vms[slices.IndexFunc(vms, func(v vcsim.VM) bool { return v.Name == name })]
-		poll(t, 90*time.Second, "node "+name+" initialized by the vSphere provider", func(ctx context.Context) (bool, string) {
+		testsupport.EventuallyState(t, 90*time.Second, "node "+name+" initialized by the vSphere provider", func(ctx context.Context) (bool, string) {
 			n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -149,7 +149,7 @@ defaultLoadBalancerProvider: mc
 		t.Fatal(err)
 	}
 	var vip string
-	poll(t, 90*time.Second, "the Service's ingress", func(ctx context.Context) (bool, string) {
+	testsupport.EventuallyState(t, 90*time.Second, "the Service's ingress", func(ctx context.Context) (bool, string) {
 		s, err := admin.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
 		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
 			return false, fmt.Sprintf("%v %v", err, s.Status)
@@ -180,7 +180,7 @@ defaultLoadBalancerProvider: mc
 	if err := vc.Destroy(ctx, names[1]); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 60*time.Second, "the destroyed VM's node out of the load balancer", func(context.Context) (bool, string) {
+	testsupport.EventuallyState(t, 60*time.Second, "the destroyed VM's node out of the load balancer", func(context.Context) (bool, string) {
 		got := targets()
 		return slices.Equal(got, []string{nodeIP(0)}), fmt.Sprintf("targets %v", got)
 	})
@@ -239,7 +239,7 @@ func reaches(t *testing.T, vip string, want ...string) {
 	t.Helper()
 	hc := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	slices.Sort(want)
-	poll(t, 30*time.Second, fmt.Sprintf("traffic through %s reaching %v", vip, want), func(context.Context) (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, fmt.Sprintf("traffic through %s reaching %v", vip, want), func(context.Context) (bool, string) {
 		seen := map[string]bool{}
 		for range 8 {
 			resp, err := hc.Get("http://" + net.JoinHostPort(vip, "80") + "/")
@@ -257,18 +257,4 @@ func reaches(t *testing.T, vip string, want ...string) {
 		slices.Sort(got)
 		return slices.Equal(got, want), fmt.Sprintf("reached %v", got)
 	})
-}
-
-// poll waits for cond, failing with its last explanation after timeout.
-func poll(t *testing.T, timeout time.Duration, what string, cond func(context.Context) (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var ok bool
-		ok, last = cond(ctx)
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
-	}
 }

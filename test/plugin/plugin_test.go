@@ -23,13 +23,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/managercmd"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/internal/vcsim"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
@@ -212,7 +212,7 @@ func (f *fixture) instanceAndNode(name string) *api.Instance {
 // address, without the uninitialized taint.
 func (f *fixture) initialized(name string, inst *api.Instance, timeout time.Duration) {
 	f.t.Helper()
-	poll(f.t, timeout, "node "+name+" initialized through the plugin", func(ctx context.Context) (bool, string) {
+	testsupport.EventuallyState(f.t, timeout, "node "+name+" initialized through the plugin", func(ctx context.Context) (bool, string) {
 		if f.mgr != nil {
 			select {
 			case <-f.mgr.Done():
@@ -258,7 +258,7 @@ func (f *fixture) loadBalancerService(name string, insts ...*api.Instance) *core
 func (f *fixture) ingress(name string, timeout time.Duration) string {
 	f.t.Helper()
 	var vip string
-	poll(f.t, timeout, "service "+name+"'s ingress", func(ctx context.Context) (bool, string) {
+	testsupport.EventuallyState(f.t, timeout, "service "+name+"'s ingress", func(ctx context.Context) (bool, string) {
 		s, err := f.admin.CoreV1().Services(f.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
 			return false, fmt.Sprintf("%v %v", err, s.Status)
@@ -275,7 +275,7 @@ func reaches(t *testing.T, vip string, want ...string) {
 	t.Helper()
 	slices.Sort(want)
 	addr := net.JoinHostPort(vip, "80")
-	poll(t, 30*time.Second, fmt.Sprintf("traffic through %s reaching %v", addr, want), func(context.Context) (bool, string) {
+	testsupport.EventuallyState(t, 30*time.Second, fmt.Sprintf("traffic through %s reaching %v", addr, want), func(context.Context) (bool, string) {
 		seen := map[string]bool{}
 		for range 8 {
 			name, c, err := minicloudtest.DialTCP(addr, "")
@@ -328,7 +328,7 @@ func TestControllersThroughPlugin(t *testing.T) {
 	if err := f.mc.Client.DeleteInstance(ctx, b.ID); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 90*time.Second, "the Node of the deleted instance deleted", func(ctx context.Context) (bool, string) {
+	testsupport.EventuallyState(t, 90*time.Second, "the Node of the deleted instance deleted", func(ctx context.Context) (bool, string) {
 		_, err := f.admin.CoreV1().Nodes().Get(ctx, "ctl-b", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("get ctl-b: %v", err)
 	})
@@ -380,7 +380,7 @@ func TestPluginKilledDuringChurn(t *testing.T) {
 	// A load balancer is being created (minicloud provisions for 2s) when
 	// the plugin dies.
 	first := f.loadBalancerService("first", a, b)
-	poll(t, 60*time.Second, "minicloud creating the first load balancer", func(context.Context) (bool, string) {
+	testsupport.EventuallyState(t, 60*time.Second, "minicloud creating the first load balancer", func(context.Context) (bool, string) {
 		got := f.loadBalancers()
 		return slices.Equal(got, []string{"first"}), fmt.Sprintf("load balancers %v", got)
 	})
@@ -396,7 +396,7 @@ func TestPluginKilledDuringChurn(t *testing.T) {
 	// Lifecycle passes run every second against the dead plugin; wait for
 	// plenty of failed calls, checking all along that nothing happened.
 	start := transientCalls(t)
-	poll(t, 90*time.Second, "calls failing transiently while the plugin is down", func(ctx context.Context) (bool, string) {
+	testsupport.EventuallyState(t, 90*time.Second, "calls failing transiently while the plugin is down", func(ctx context.Context) (bool, string) {
 		for _, name := range []string{"kill-a", "kill-b", "kill-c"} {
 			n, err := f.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
@@ -421,7 +421,7 @@ func TestPluginKilledDuringChurn(t *testing.T) {
 	f.initialized("kill-c", c, 90*time.Second)
 	vip := f.ingress("second", 90*time.Second)
 	reaches(t, vip, "kill-a", "kill-b", "kill-c")
-	poll(t, 90*time.Second, "only the second Service's load balancer left, the first Service gone", func(ctx context.Context) (bool, string) {
+	testsupport.EventuallyState(t, 90*time.Second, "only the second Service's load balancer left, the first Service gone", func(ctx context.Context) (bool, string) {
 		got := f.loadBalancers()
 		_, err := f.admin.CoreV1().Services(f.ns).Get(ctx, first.Name, metav1.GetOptions{})
 		return slices.Equal(got, []string{"second"}) && apierrors.IsNotFound(err), fmt.Sprintf("load balancers %v, service first: %v", got, err)
@@ -430,20 +430,6 @@ func TestPluginKilledDuringChurn(t *testing.T) {
 		if _, err := f.admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{}); err != nil {
 			t.Errorf("node %s after the plugin restarted: %v; want it kept", name, err)
 		}
-	}
-}
-
-// poll waits for cond, failing with its last explanation after timeout.
-func poll(t *testing.T, timeout time.Duration, what string, cond func(context.Context) (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var ok bool
-		ok, last = cond(ctx)
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("waiting for %s: %v (last: %s)", what, err, last)
 	}
 }
 
@@ -508,7 +494,7 @@ providers:
 	}
 	for _, name := range names {
 		vm := vms[slices.IndexFunc(vms, func(v vcsim.VM) bool { return v.Name == name })]
-		poll(t, 90*time.Second, "node "+name+" initialized by the vSphere plugin", func(ctx context.Context) (bool, string) {
+		testsupport.EventuallyState(t, 90*time.Second, "node "+name+" initialized by the vSphere plugin", func(ctx context.Context) (bool, string) {
 			n, err := admin.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error()
@@ -522,7 +508,7 @@ providers:
 	if err := vc.Destroy(ctx, names[1]); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, 90*time.Second, "the destroyed VM's Node deleted", func(ctx context.Context) (bool, string) {
+	testsupport.EventuallyState(t, 90*time.Second, "the destroyed VM's Node deleted", func(ctx context.Context) (bool, string) {
 		_, err := admin.CoreV1().Nodes().Get(ctx, names[1], metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("get %s: %v", names[1], err)
 	})

@@ -15,7 +15,6 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	cloudprovider "k8s.io/cloud-provider"
@@ -27,6 +26,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -275,11 +275,7 @@ func networkCondition(n *v1.Node) *v1.NodeCondition {
 // the deadline.
 func (h *harness) eventually(what string, cond func() bool, describe func() string) {
 	h.t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 30*time.Second, true,
-		func(context.Context) (bool, error) { return cond(), nil })
-	if err != nil {
-		h.t.Fatalf("timed out waiting for %s: %s", what, describe())
-	}
+	testsupport.EventuallyState(h.t, 30*time.Second, what, func(context.Context) (bool, string) { return cond(), describe() })
 }
 
 // waitRoutes waits until the cloud holds exactly want (snapshot format).

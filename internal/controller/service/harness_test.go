@@ -4,21 +4,20 @@ import (
 	"os"
 
 	"context"
-	"errors"
 	"fmt"
-	"github.com/go-logr/logr/funcr"
-	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-logr/logr/funcr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -28,6 +27,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 )
 
 func TestMain(m *testing.M) {
@@ -103,26 +103,13 @@ func startIn(t *testing.T, ns string, c *testCloud, clouds *cloud.Set, opts Opti
 // eventually polls cond until it holds or the timeout passes.
 func (h *harness) eventually(timeout time.Duration, what string, cond func() (bool, error)) {
 	h.t.Helper()
-	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		return cond()
-	})
-	if err != nil {
-		h.t.Fatalf("waiting for %s: %v", what, err)
-	}
+	testsupport.Eventually(h.t, timeout, what, func(context.Context) (bool, error) { return cond() })
 }
 
 // consistently checks cond for the whole duration (absence of an effect).
 func (h *harness) consistently(d time.Duration, what string, cond func() bool) {
 	h.t.Helper()
-	err := wait.PollUntilContextTimeout(h.ctx, 50*time.Millisecond, d, true, func(context.Context) (bool, error) {
-		if !cond() {
-			return false, errors.New("violated")
-		}
-		return false, nil
-	})
-	if !wait.Interrupted(err) {
-		h.t.Fatalf("%s: %v", what, err)
-	}
+	testsupport.Consistently(h.t, d, what, func(context.Context) (bool, string) { return cond(), "" })
 }
 
 func lbService(name string, mutate ...func(*v1.Service)) *v1.Service {

@@ -128,13 +128,6 @@ func WriteKubeconfig(t testing.TB, cfg *rest.Config) string {
 	return path
 }
 
-// FreePort is testsupport.FreePort, for the tests that already use the
-// harness for everything else.
-func FreePort(t testing.TB) int {
-	t.Helper()
-	return testsupport.FreePort(t)
-}
-
 // Options parses args as the stratus-ccm command line.
 func Options(t testing.TB, args ...string) *manager.Options {
 	t.Helper()

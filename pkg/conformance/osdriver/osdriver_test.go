@@ -2,14 +2,11 @@ package osdriver_test
 
 import (
 	"context"
-	"maps"
-	"slices"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stratus-ccm/stratus/internal/testenv"
-	"github.com/stratus-ccm/stratus/pkg/conformance"
+	"github.com/stratus-ccm/stratus/internal/testsupport/conformancetest"
 	"github.com/stratus-ccm/stratus/pkg/conformance/osdriver"
 )
 
@@ -32,47 +29,16 @@ var gaps = map[string]string{
 // passes, those fail, and only what the provider or driver lacks (the
 // instance watch, dual-stack routes) is skipped.
 func TestConformance(t *testing.T) {
-	env := testenv.Get(t)
-	ctx := context.Background()
-	target, err := osdriver.Start(ctx)
+	target, err := osdriver.Start(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(target.Close)
-	rep, err := conformance.Run(ctx, conformance.Config{
-		Provider:    target.Provider,
-		CloudConfig: target.CloudConfig,
-		Driver:      target.Driver,
-		KubeConfig:  env.Config,
-		ClusterName: "cf-" + env.Namespace(t),
+	conformancetest.Run(t, target, conformancetest.Want{
 		// The known gaps wait this long before failing.
-		Timeout: 15 * time.Second,
+		Timeout:      15 * time.Second,
+		Gaps:         gaps,
+		MaySkip:      conformancetest.SkipsWith("does not report dual-stack routes", "does not implement pkg/cloudprovider.InstanceWatcher"),
+		AllScenarios: true,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table strings.Builder
-	conformance.WriteTable(&table, rep)
-	t.Log("\n" + table.String())
-	failed := map[string]bool{}
-	for _, r := range rep.Results {
-		unsupported := strings.Contains(r.Message, "does not report dual-stack routes") || strings.Contains(r.Message, "does not implement pkg/cloudprovider.InstanceWatcher")
-		switch {
-		case r.Status == conformance.Failed:
-			failed[r.Name] = true
-			if gaps[r.Name] == "" {
-				t.Errorf("%s: %s", r.Name, r.Message)
-			}
-		case r.Status == conformance.Skipped && !unsupported:
-			t.Errorf("%s skipped (%s); want it run", r.Name, r.Message)
-		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(gaps)) {
-		if !failed[name] {
-			t.Errorf("%s passed (known gap: %s); take it off the list", name, gaps[name])
-		}
-	}
-	if n := len(rep.Results); n != len(conformance.Scenarios()) {
-		t.Errorf("%d results, want one per scenario (%d)", n, len(conformance.Scenarios()))
-	}
 }

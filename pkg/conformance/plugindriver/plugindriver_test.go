@@ -9,6 +9,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/managercmd"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport/conformancetest"
 	"github.com/stratus-ccm/stratus/pkg/conformance"
 	"github.com/stratus-ccm/stratus/pkg/conformance/mcdriver"
 	"github.com/stratus-ccm/stratus/pkg/conformance/plugindriver"
@@ -25,32 +26,6 @@ func TestMain(m *testing.M) {
 		os.Exit(managercmd.Main("test", os.Args[1:]...))
 	}
 	testenv.Main(m)
-}
-
-func run(t *testing.T, target *conformance.Target, focus *regexp.Regexp) *conformance.Report {
-	t.Helper()
-	env := testenv.Get(t)
-	rep, err := conformance.Run(context.Background(), conformance.Config{
-		Name:        target.Name,
-		Provider:    target.Provider,
-		CloudConfig: target.CloudConfig,
-		Driver:      target.Driver,
-		KubeConfig:  env.Config,
-		ClusterName: "cf-" + env.Namespace(t),
-		Focus:       focus,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table strings.Builder
-	conformance.WriteTable(&table, rep)
-	t.Log("\n" + table.String())
-	for _, r := range rep.Results {
-		if r.Status == conformance.Failed {
-			t.Errorf("%s: %s", r.Name, r.Message)
-		}
-	}
-	return rep
 }
 
 // TestConformance runs the whole kit against the minicloud provider served
@@ -73,15 +48,10 @@ func TestConformance(t *testing.T) {
 	if target.Provider != plugin.ProviderType || target.Name != "minicloud (plugin)" {
 		t.Fatalf("target: provider %q, name %q; want %q, %q", target.Provider, target.Name, plugin.ProviderType, "minicloud (plugin)")
 	}
-	rep := run(t, target, nil)
-	for _, r := range rep.Results {
-		if r.Status == conformance.Skipped && !strings.HasPrefix(r.Name, "instancewatcher/") {
-			t.Errorf("%s skipped (%s); minicloud supports everything but the instance watch", r.Name, r.Message)
-		}
-	}
-	if n := len(rep.Results); n != len(conformance.Scenarios()) {
-		t.Errorf("%d results, want one per scenario (%d)", n, len(conformance.Scenarios()))
-	}
+	conformancetest.Run(t, target, conformancetest.Want{
+		MaySkip:      conformancetest.SkipsNamed("instancewatcher/"),
+		AllScenarios: true,
+	})
 }
 
 // TestExec serves minicloud from a `stratus-ccm plugin serve` child
@@ -100,7 +70,10 @@ func TestExec(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(target.Close)
-	rep := run(t, target, regexp.MustCompile(`^instances/(provider-id|running-exists|stopped-is-shutdown|deleted-not-exists)$`))
+	rep := conformancetest.Run(t, target, conformancetest.Want{
+		Focus:   regexp.MustCompile(`^instances/(provider-id|running-exists|stopped-is-shutdown|deleted-not-exists)$`),
+		MaySkip: func(conformance.Result) bool { return true },
+	})
 	if got := rep.Count(conformance.Passed); got != 4 {
 		t.Errorf("%d scenarios passed, want 4", got)
 	}

@@ -24,13 +24,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
@@ -145,17 +145,10 @@ func join(t *testing.T, cs kubernetes.Interface, name string, ready bool, podCID
 	}
 }
 
-func poll(t *testing.T, what string, cond func(context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 90*time.Second, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
 func initialized(t *testing.T, cs kubernetes.Interface, name string) *corev1.Node {
 	t.Helper()
 	var node *corev1.Node
-	poll(t, name+" to be initialized", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, name+" to be initialized", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -227,7 +220,7 @@ func TestLifecycleCloudDown(t *testing.T) {
 			t.Fatal(err)
 		}
 		// Many failed lookups, well past the deletion grace period.
-		poll(t, "failed lookups while "+phase.what, func(ctx context.Context) (bool, error) { return phase.count() >= 5, nil })
+		testsupport.Eventually(t, 90*time.Second, "failed lookups while "+phase.what, func(ctx context.Context) (bool, error) { return phase.count() >= 5, nil })
 		if _, err := cs.CoreV1().Nodes().Get(ctx, "os-node-1", metav1.GetOptions{}); err != nil {
 			t.Fatalf("node while %s: %v; want it kept", phase.what, err)
 		}
@@ -238,7 +231,7 @@ func TestLifecycleCloudDown(t *testing.T) {
 	if err := c.mc.Client.DeleteInstance(ctx, in.ID); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "os-node-1 to be deleted", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "os-node-1 to be deleted", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Nodes().Get(ctx, "os-node-1", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -275,7 +268,7 @@ func TestServicesAndRoutes(t *testing.T) {
 	}
 
 	var ip string
-	poll(t, "the load balancer's ingress", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "the load balancer's ingress", func(ctx context.Context) (bool, error) {
 		s, err := cs.CoreV1().Services(ns).Get(ctx, "web", metav1.GetOptions{})
 		if err != nil || len(s.Status.LoadBalancer.Ingress) == 0 {
 			return false, err
@@ -283,7 +276,7 @@ func TestServicesAndRoutes(t *testing.T) {
 		ip = s.Status.LoadBalancer.Ingress[0].IP
 		return true, nil
 	})
-	poll(t, "traffic to both nodes", func(context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "traffic to both nodes", func(context.Context) (bool, error) {
 		got := minicloudtest.CountTCP(t, net.JoinHostPort(ip, strconv.Itoa(18400)), 6)
 		return got["os-a"] > 0 && got["os-b"] > 0, nil
 	})
@@ -292,7 +285,7 @@ func TestServicesAndRoutes(t *testing.T) {
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolSCTP, Port: 18401}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "a Warning event naming spec.ports[0].protocol", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "a Warning event naming spec.ports[0].protocol", func(ctx context.Context) (bool, error) {
 		list, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=sctp,reason=SyncLoadBalancerFailed"})
 		if err != nil {
 			return false, err
@@ -301,7 +294,7 @@ func TestServicesAndRoutes(t *testing.T) {
 			return e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "spec.ports[0].protocol")
 		}), nil
 	})
-	poll(t, "a LoadBalancerReady condition naming spec.ports[0].protocol", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "a LoadBalancerReady condition naming spec.ports[0].protocol", func(ctx context.Context) (bool, error) {
 		s, err := cs.CoreV1().Services(ns).Get(ctx, "sctp", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -310,7 +303,7 @@ func TestServicesAndRoutes(t *testing.T) {
 		return cond != nil && cond.Status == metav1.ConditionFalse && strings.Contains(cond.Message, "spec.ports[0].protocol"), nil
 	})
 
-	poll(t, "a route per node", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "a route per node", func(ctx context.Context) (bool, error) {
 		rts, err := c.mc.Client.ListRoutes(ctx, client.ListOptions{})
 		if err != nil {
 			return false, err

@@ -7,6 +7,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/controller-manager/pkg/clientbuilder"
 
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/providers/vsphere"
 )
 
@@ -53,7 +55,7 @@ func TestSecretWithLeastPrivilege(t *testing.T) {
 	t.Cleanup(func() { close(stop); c.Close() })
 	c.Initialize(clientbuilder.SimpleControllerClientBuilder{ClientConfig: env.ServiceAccountConfig(t, ns, "ccm")}, stop)
 
-	poll(t, "the Secret's wrong password to be tried", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "the Secret's wrong password to be tried", func(ctx context.Context) (bool, error) {
 		_, err := c.ListInstances(ctx)
 		return errors.Is(err, vsphere.ErrInvalidLogin), nil
 	})
@@ -69,7 +71,7 @@ func TestSecretWithLeastPrivilege(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "a listing with the rotated password", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "a listing with the rotated password", func(ctx context.Context) (bool, error) {
 		list, err := c.ListInstances(ctx)
 		return err == nil && len(list) == 1, nil
 	})

@@ -18,13 +18,13 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
 	cloudapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/internal/vcsim"
 
 	_ "github.com/stratus-ccm/stratus/providers/vsphere" // registers "vsphere"
@@ -121,13 +121,6 @@ func join(t *testing.T, cs kubernetes.Interface, name, systemUUID string, notRea
 	}
 }
 
-func poll(t *testing.T, what string, cond func(context.Context) (bool, error)) {
-	t.Helper()
-	if err := wait.PollUntilContextTimeout(t.Context(), 200*time.Millisecond, 90*time.Second, true, cond); err != nil {
-		t.Fatalf("waiting for %s: %v", what, err)
-	}
-}
-
 func hasTaint(n *corev1.Node, key string) bool {
 	for _, t := range n.Spec.Taints {
 		if t.Key == key {
@@ -155,7 +148,7 @@ func TestNodeLifecycle(t *testing.T) {
 
 	join(t, cs, "node-1", "", true)
 	var node *corev1.Node
-	poll(t, "node-1 to be initialized", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "node-1 to be initialized", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -185,7 +178,7 @@ func TestNodeLifecycle(t *testing.T) {
 	if err := v.Destroy(t.Context(), "node-1"); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "node-1 to be deleted", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "node-1 to be deleted", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Nodes().Get(ctx, "node-1", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -222,7 +215,7 @@ func TestWrongCredentials(t *testing.T) {
 	join(t, cs, "node-0", "", false)
 
 	var events []corev1.Event
-	poll(t, "two failed initializations of node-0", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "two failed initializations of node-0", func(ctx context.Context) (bool, error) {
 		list, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=node-0,reason=InitializationFailed"})
 		if err != nil {
 			return false, err
@@ -241,7 +234,7 @@ func TestWrongCredentials(t *testing.T) {
 	if strings.Contains(msg, "not-the-password") {
 		t.Errorf("the event shows the password: %q", msg)
 	}
-	poll(t, "the lifecycle controller to hold old-node's deletion back", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "the lifecycle controller to hold old-node's deletion back", func(ctx context.Context) (bool, error) {
 		list, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=old-node,reason=NodeDeletionBlocked"})
 		if err != nil {
 			return false, err
@@ -276,14 +269,14 @@ func TestWrongCredentials(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "node-0 to be initialized with the fixed password", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "node-0 to be initialized with the fixed password", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
 		return !hasTaint(n, cloudapi.TaintExternalCloudProvider) && strings.HasPrefix(n.Spec.ProviderID, "vsphere://"), nil
 	})
-	poll(t, "old-node, whose VM is gone, to be deleted", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "old-node, whose VM is gone, to be deleted", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Nodes().Get(ctx, "old-node", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), nil
 	})
@@ -310,7 +303,7 @@ func TestVMWithoutIPs(t *testing.T) {
 
 	// Other tests of the package had a node-0 too: only this Node's events count.
 	var event corev1.Event
-	poll(t, "an InitializationFailed event for node-0", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "an InitializationFailed event for node-0", func(ctx context.Context) (bool, error) {
 		list, err := cs.CoreV1().Events("").List(ctx, metav1.ListOptions{
 			FieldSelector: "involvedObject.name=node-0,involvedObject.uid=" + string(joined.UID) + ",reason=InitializationFailed"})
 		if err != nil || len(list.Items) == 0 {
@@ -334,7 +327,7 @@ func TestVMWithoutIPs(t *testing.T) {
 	if err := v.SetGuest(t.Context(), "node-0", vcsim.Guest{Hostname: "node-0", NICs: []vcsim.NIC{{Network: "VM Network", IPs: []string{ip}}}}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "node-0 initialized with the guest's address", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 90*time.Second, "node-0 initialized with the guest's address", func(ctx context.Context) (bool, error) {
 		n, err := cs.CoreV1().Nodes().Get(ctx, "node-0", metav1.GetOptions{})
 		if err != nil {
 			return false, err

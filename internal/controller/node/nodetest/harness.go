@@ -2,7 +2,6 @@ package nodetest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -26,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/testsupport"
 )
 
 // ScopeLabel is set on every Node a harness creates; the harness's manager only
@@ -180,26 +180,13 @@ func (h *Harness) SetReady(name string, status v1.ConditionStatus, since time.Ti
 // Eventually polls cond until it holds, failing the test after timeout.
 func (h *Harness) Eventually(timeout time.Duration, what string, cond func() bool) {
 	h.T.Helper()
-	err := wait.PollUntilContextTimeout(h.Ctx, 50*time.Millisecond, timeout, true, func(context.Context) (bool, error) {
-		return cond(), nil
-	})
-	if err != nil {
-		h.T.Fatalf("waiting for %s: %v", what, err)
-	}
+	testsupport.Eventually(h.T, timeout, what, func(context.Context) (bool, error) { return cond(), nil })
 }
 
 // Consistently checks cond for the whole duration.
 func (h *Harness) Consistently(d time.Duration, what string, cond func() bool) {
 	h.T.Helper()
-	err := wait.PollUntilContextTimeout(h.Ctx, 50*time.Millisecond, d, true, func(context.Context) (bool, error) {
-		if !cond() {
-			return false, errors.New("violated")
-		}
-		return false, nil
-	})
-	if !wait.Interrupted(err) {
-		h.T.Fatalf("%s: %v", what, err)
-	}
+	testsupport.Consistently(h.T, d, what, func(context.Context) (bool, string) { return cond(), "" })
 }
 
 // Events returns the events about the Node (the one this harness created under
