@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -15,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/retry"
 	"k8s.io/client-go/util/workqueue"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +28,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/controller/events"
+	"github.com/stratus-ccm/stratus/internal/controller/patch"
 )
 
 // Upstream names: the event source component and the event reasons. Upstream has
@@ -173,7 +172,13 @@ func (r *reconciler) repairLabels(ctx context.Context, node *v1.Node) error {
 	if len(changes) == 0 {
 		return nil
 	}
-	if _, err := mergePatch(ctx, r.client, node, map[string]any{"metadata": map[string]any{"labels": changes}}, false); err != nil {
+	_, err := patch.Apply(ctx, r.client, r.reader, node, patch.Options{Kind: patch.Merge}, func(n *v1.Node) {
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
+		}
+		maps.Copy(n.Labels, changes)
+	})
+	if err != nil {
 		return fmt.Errorf("repair beta/GA labels of node %s: %w", node.Name, err)
 	}
 	log.FromContext(ctx).V(2).Info("Repaired beta/GA labels", "labels", changes)
@@ -217,33 +222,24 @@ func (r *reconciler) initialize(ctx context.Context, p *cloud.Provider, node *v1
 		node = patched
 	}
 
-	first := true
-	err = retry.RetryOnConflict(conflictBackoff, func() error {
-		current := node
-		if !first {
-			// The cache may lag behind the conflicting write: ask the API server.
-			current = &v1.Node{}
-			if err := r.reader.Get(ctx, client.ObjectKeyFromObject(node), current); err != nil {
-				return err
-			}
+	// The taint list is replaced whole, so the patch is conditional on the
+	// version it was computed from.
+	_, err = patch.Apply(ctx, r.client, r.reader, node, patch.Options{Backoff: &conflictBackoff}, func(n *v1.Node) {
+		if !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider) {
+			return
 		}
-		first = false
-		if !hasTaint(current, cloudproviderapi.TaintExternalCloudProvider) {
-			return nil
-		}
-		labels, skipped := metadataLabels(current.Labels, md)
+		labels, skipped := metadataLabels(n.Labels, md)
 		for _, s := range skipped {
 			logger.Info("Skipping additional label from the provider", "key", s.key, "value", s.value, "reason", s.reason)
 		}
-		// The taint list is replaced whole, so the patch is conditional on the
-		// version it was computed from.
-		meta := map[string]any{"resourceVersion": current.ResourceVersion, "labels": labels}
-		spec := map[string]any{"taints": withoutTaint(current.Spec.Taints, cloudproviderapi.TaintExternalCloudProvider)}
-		if current.Spec.ProviderID == "" && md.ProviderID != "" {
-			spec["providerID"] = md.ProviderID
+		if n.Labels == nil {
+			n.Labels = map[string]string{}
 		}
-		_, err := mergePatch(ctx, r.client, current, map[string]any{"metadata": meta, "spec": spec}, false)
-		return err
+		maps.Copy(n.Labels, labels)
+		n.Spec.Taints = withoutTaint(n.Spec.Taints, cloudproviderapi.TaintExternalCloudProvider)
+		if n.Spec.ProviderID == "" && md.ProviderID != "" {
+			n.Spec.ProviderID = md.ProviderID
+		}
 	})
 	if err != nil {
 		if apierrors.IsNotFound(err) {
@@ -269,30 +265,14 @@ func (r *reconciler) failed(node *v1.Node, p *cloud.Provider, cause string, err 
 // patchAddresses replaces the node's status.addresses with addrs (a JSON merge
 // patch replaces lists whole, so no stale entry of the same type survives).
 func patchAddresses(ctx context.Context, c client.Client, node *v1.Node, addrs []v1.NodeAddress) (*v1.Node, error) {
-	patched, err := mergePatch(ctx, c, node, map[string]any{"status": map[string]any{"addresses": addrs}}, true)
+	// A merge patch does not conflict: the reader is never asked.
+	patched, err := patch.Apply(ctx, c, nil, node, patch.Options{Kind: patch.Merge, Status: true}, func(n *v1.Node) {
+		n.Status.Addresses = addrs
+	})
 	if err != nil {
 		return nil, fmt.Errorf("update addresses of node %s: %w", node.Name, err)
 	}
 	return patched, nil
-}
-
-// mergePatch sends body as a JSON merge patch of node (of its status subresource
-// when status is true) and returns the node as the API server answered. A
-// resourceVersion in body makes it conditional.
-func mergePatch(ctx context.Context, c client.Client, node *v1.Node, body map[string]any, status bool) (*v1.Node, error) {
-	data, err := json.Marshal(body)
-	if err != nil {
-		return nil, fmt.Errorf("encode patch of node %s: %w", node.Name, err)
-	}
-	target := &v1.Node{}
-	target.Name = node.Name
-	patch := client.RawPatch(types.MergePatchType, data)
-	if status {
-		err = c.Status().Patch(ctx, target, patch)
-	} else {
-		err = c.Patch(ctx, target, patch)
-	}
-	return target, err
 }
 
 func hasTaint(node *v1.Node, key string) bool {

@@ -2,7 +2,6 @@ package nodelifecycle
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -13,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
-	"k8s.io/client-go/util/retry"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -23,6 +21,7 @@ import (
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/cloud/instanceindex"
 	"github.com/stratus-ccm/stratus/internal/controller/events"
+	"github.com/stratus-ccm/stratus/internal/controller/patch"
 )
 
 // Upstream names: the event source component and event reasons.
@@ -292,36 +291,12 @@ func (c *controller) deleteNode(ctx context.Context, p *cloud.Provider, node *v1
 // taint, with a patch conditional on the version it was computed from, retried on
 // conflict from a fresh read.
 func (c *controller) setShutdownTaint(ctx context.Context, node *v1.Node, add bool) error {
-	first := true
-	err := retry.RetryOnConflict(taintBackoff, func() error {
-		current := node
-		if !first {
-			current = &v1.Node{}
-			if err := c.reader.Get(ctx, client.ObjectKeyFromObject(node), current); err != nil {
-				return err
-			}
-		}
-		first = false
-		taints := slices.DeleteFunc(slices.Clone(current.Spec.Taints), func(t v1.Taint) bool { return t.Key == shutdownTaint.Key })
+	_, err := patch.Apply(ctx, c.client, c.reader, node, patch.Options{Backoff: &taintBackoff}, func(n *v1.Node) {
+		taints := slices.DeleteFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == shutdownTaint.Key })
 		if add {
 			taints = append(taints, shutdownTaint)
 		}
-		if slices.Equal(taints, current.Spec.Taints) {
-			return nil
-		}
-		if taints == nil {
-			taints = []v1.Taint{}
-		}
-		data, err := json.Marshal(map[string]any{
-			"metadata": map[string]any{"resourceVersion": current.ResourceVersion},
-			"spec":     map[string]any{"taints": taints},
-		})
-		if err != nil {
-			return err
-		}
-		target := &v1.Node{}
-		target.Name = current.Name
-		return c.client.Patch(ctx, target, client.RawPatch(types.MergePatchType, data))
+		n.Spec.Taints = taints
 	})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("set shutdown taint of node %s to %v: %w", node.Name, add, err)

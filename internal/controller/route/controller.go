@@ -2,10 +2,10 @@ package route
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -31,6 +31,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/controller/events"
+	"github.com/stratus-ccm/stratus/internal/controller/patch"
 )
 
 // Upstream names: the controller's event source component, its event reason and
@@ -319,14 +320,17 @@ func (r *reconciler) setNetworkUnavailable(ctx context.Context, node *v1.Node, u
 			want.LastTransitionTime = c.LastTransitionTime
 		}
 	}
-	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []v1.NodeCondition{want}}})
-	if err != nil {
-		return fmt.Errorf("NetworkUnavailable patch of node %s: %w", node.Name, err)
-	}
-	target := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: node.Name}}
 	// A strategic merge patch merges conditions by type and carries no
-	// resourceVersion: it cannot conflict with kubelet's status updates.
-	err = r.client.Status().Patch(ctx, target, client.RawPatch(types.StrategicMergePatchType, patch))
+	// resourceVersion: it cannot conflict with kubelet's status updates, and
+	// the reader is never asked.
+	_, err := patch.Apply(ctx, r.client, nil, node, patch.Options{Kind: patch.Strategic, Status: true}, func(n *v1.Node) {
+		i := slices.IndexFunc(n.Status.Conditions, func(c v1.NodeCondition) bool { return c.Type == v1.NodeNetworkUnavailable })
+		if i < 0 {
+			n.Status.Conditions = append(n.Status.Conditions, want)
+			return
+		}
+		n.Status.Conditions[i] = want
+	})
 	if apierrors.IsNotFound(err) {
 		return nil // deleted meanwhile; its routes go in the next reconcile
 	}
