@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stratus-ccm/stratus/internal/bench"
+	"github.com/stratus-ccm/stratus/internal/repo"
 )
 
 // newBenchCommand returns `stratus bench`: the scale benchmarks side by side
@@ -65,9 +66,9 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 			}
 			opts.BinDir, opts.StratusCCM = binDir, stratusCCM
 			if opts.BinDir == "" || opts.StratusCCM == "" {
-				root := repoRoot()
-				if root == "" {
-					return fmt.Errorf("run from the stratus repository or pass --kube-bin-dir and --manager-binary")
+				root, err := repo.Root()
+				if err != nil {
+					return fmt.Errorf("run from the stratus repository or pass --kube-bin-dir and --manager-binary: %w", err)
 				}
 				if opts.BinDir == "" {
 					dir, err := kubebinsDir(root)

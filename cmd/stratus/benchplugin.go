@@ -10,6 +10,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stratus-ccm/stratus/internal/bench"
+	"github.com/stratus-ccm/stratus/internal/repo"
 )
 
 // pluginBenchSizes are bench-plugin's default sizes: moderate, a few
@@ -49,9 +50,9 @@ docs/plugins.md.`,
 			}
 			opts.BinDir, opts.StratusCCM = binDir, stratusCCM
 			if opts.BinDir == "" || opts.StratusCCM == "" {
-				root := repoRoot()
-				if root == "" {
-					return fmt.Errorf("run from the stratus repository or pass --kube-bin-dir and --manager-binary")
+				root, err := repo.Root()
+				if err != nil {
+					return fmt.Errorf("run from the stratus repository or pass --kube-bin-dir and --manager-binary: %w", err)
 				}
 				if opts.BinDir == "" {
 					dir, err := kubebinsDir(root)

@@ -1,8 +1,11 @@
 // Command stratus is the developer CLI of stratus: `stratus minicloud` runs
 // and drives the reference cloud, `stratus vcsim` a simulated vCenter,
-// `stratus conformance` checks a provider against the contract. Each
-// subcommand tree lives in its own package under internal/cli and is added
-// here.
+// `stratus dev` a local cluster on them, `stratus conformance` checks a
+// provider against the contract, and `stratus bench` and `stratus
+// bench-plugin` measure stratus against upstream. Each subcommand tree lives
+// in its own package under internal/cli (minicloud, vcsim, dev, conformance)
+// and is added here, but for the bench commands, which are in this package
+// (bench.go, benchplugin.go).
 package main
 
 import (
@@ -15,6 +18,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/stratus-ccm/stratus/internal/cli/conformance"
+	"github.com/stratus-ccm/stratus/internal/cli/dev"
 	"github.com/stratus-ccm/stratus/internal/cli/minicloud"
 	"github.com/stratus-ccm/stratus/internal/cli/vcsim"
 )
@@ -38,7 +42,7 @@ func newCommand() *cobra.Command {
 	}
 	root.AddCommand(minicloud.NewCommand())
 	root.AddCommand(vcsim.NewCommand())
-	root.AddCommand(newDevCommand())
+	root.AddCommand(dev.NewCommand())
 	root.AddCommand(newBenchCommand())
 	root.AddCommand(newBenchPluginCommand())
 	root.AddCommand(conformance.NewCommand())

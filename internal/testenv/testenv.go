@@ -37,6 +37,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stratus-ccm/stratus/internal/repo"
 	"github.com/stratus-ccm/stratus/internal/testsupport"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -267,21 +268,11 @@ func BinDir() (string, error) {
 // RepoRoot finds the repository root (the folder holding the stratus go.mod) from
 // the working directory, which `go test` sets to the package folder.
 func RepoRoot() (string, error) {
-	dir, err := os.Getwd()
+	root, err := repo.Root()
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w; set KUBEBUILDER_ASSETS", err)
 	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.HasPrefix(string(data), "module github.com/stratus-ccm/stratus\n") {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("repository root not found above the working directory; set KUBEBUILDER_ASSETS")
-		}
-		dir = parent
-	}
+	return root, nil
 }
 
 func pinnedVersion(path, key string) (string, error) {

@@ -1,20 +1,22 @@
-package main
+// Package dev is the `stratus dev` command tree: the command itself runs the
+// local environment (internal/devenv) until Ctrl-C, `demo` walks through it,
+// and `minicloud` and `vcsim` stop and start its clouds for outage drills.
+package dev
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stratus-ccm/stratus/internal/devenv"
+	"github.com/stratus-ccm/stratus/internal/repo"
 )
 
-// newDevCommand returns `stratus dev`: the one-command local environment,
+// NewCommand returns `stratus dev`: the one-command local environment,
 // `stratus dev demo`, the guided tour against it, and `stratus dev
 // minicloud|vcsim`, which stop and start its clouds.
-func newDevCommand() *cobra.Command {
+func NewCommand() *cobra.Command {
 	opts := devenv.Options{}
 	cmd := &cobra.Command{
 		Use:   "dev",
@@ -38,7 +40,8 @@ reuses the state. See docs/dev.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			opts.Out = cmd.OutOrStdout()
-			opts.RepoRoot = repoRoot()
+			// Outside the repository devenv needs the binaries named by flags.
+			opts.RepoRoot, _ = repo.Root()
 			return devenv.Run(cmd.Context(), opts)
 		},
 	}
@@ -51,11 +54,11 @@ reuses the state. See docs/dev.md.`,
 	f.StringVar(&opts.KubeBinDir, "kube-bin-dir", "", "folder with etcd, kube-apiserver and kube-controller-manager (default: built by hack/kubebins/build.sh)")
 	f.StringVar(&opts.ManagerBinary, "manager-binary", "", "stratus-ccm binary to run (default: next to this binary, else built from the repository)")
 	f.BoolVar(&opts.NoManager, "no-manager", false, "start everything but stratus-ccm (its flags are written to <state-dir>/manager.args)")
-	cmd.AddCommand(newDevDemoCommand(), newDevDrillCommand("minicloud", `minicloud stops or starts the minicloud of the "stratus dev" running on
+	cmd.AddCommand(newDemoCommand(), newDrillCommand("minicloud", `minicloud stops or starts the minicloud of the "stratus dev" running on
 --state-dir, without stopping anything else: "stop" takes its API and load
 balancers down (stratus sees a cloud outage), "start" brings them back with
 the state they had (kept in <state-dir>/minicloud), "status" says which.`),
-		newDevDrillCommand("vcsim", `vcsim stops or starts the simulated vCenter of the "stratus dev --cloud
+		newDrillCommand("vcsim", `vcsim stops or starts the simulated vCenter of the "stratus dev --cloud
 vsphere" running on --state-dir, without stopping anything else: "stop"
 refuses its connections (stratus sees a vCenter outage; the VMs and their
 kubelets keep running), "start" serves the same VMs again on the same
@@ -63,9 +66,9 @@ address, "status" says which.`))
 	return cmd
 }
 
-// newDevDrillCommand returns `stratus dev <target> stop|start|status`,
+// newDrillCommand returns `stratus dev <target> stop|start|status`,
 // which stop and start a cloud of a running `stratus dev` for fault drills.
-func newDevDrillCommand(target, long string) *cobra.Command {
+func newDrillCommand(target, long string) *cobra.Command {
 	var stateDir string
 	cmd := &cobra.Command{
 		Use:       target + " stop|start|status",
@@ -86,7 +89,7 @@ func newDevDrillCommand(target, long string) *cobra.Command {
 	return cmd
 }
 
-func newDevDemoCommand() *cobra.Command {
+func newDemoCommand() *cobra.Command {
 	var stateDir string
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -108,24 +111,4 @@ removed after the grace period).`,
 	}
 	cmd.Flags().StringVar(&stateDir, "state-dir", devenv.DefaultStateDir, "state dir of the running stratus dev")
 	return cmd
-}
-
-// repoRoot returns the stratus repository containing the working directory,
-// or "" outside it.
-func repoRoot() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return ""
-	}
-	for {
-		data, err := os.ReadFile(filepath.Join(dir, "go.mod"))
-		if err == nil && strings.HasPrefix(string(data), "module github.com/stratus-ccm/stratus\n") {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
 }
