@@ -126,6 +126,10 @@ func (c *controller) pass(ctx context.Context) {
 	logger := log.FromContext(ctx)
 	var nodes v1.NodeList
 	if err := c.client.List(ctx, &nodes); err != nil {
+		if ctx.Err() != nil {
+			// Stopped before the cache synced: not an error of the pass.
+			return
+		}
 		logger.Error(err, "List nodes")
 		return
 	}
