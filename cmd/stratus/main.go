@@ -3,9 +3,7 @@
 // `stratus dev` a local cluster on them, `stratus conformance` checks a
 // provider against the contract, and `stratus bench` and `stratus
 // bench-plugin` measure stratus against upstream. Each subcommand tree lives
-// in its own package under internal/cli (minicloud, vcsim, dev, conformance)
-// and is added here, but for the bench commands, which are in this package
-// (bench.go, benchplugin.go).
+// in its own package under internal/cli and is added here.
 package main
 
 import (
@@ -17,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/stratus-ccm/stratus/internal/cli/bench"
 	"github.com/stratus-ccm/stratus/internal/cli/conformance"
 	"github.com/stratus-ccm/stratus/internal/cli/dev"
 	"github.com/stratus-ccm/stratus/internal/cli/minicloud"
@@ -43,8 +42,8 @@ func newCommand() *cobra.Command {
 	root.AddCommand(minicloud.NewCommand())
 	root.AddCommand(vcsim.NewCommand())
 	root.AddCommand(dev.NewCommand())
-	root.AddCommand(newBenchCommand())
-	root.AddCommand(newBenchPluginCommand())
+	root.AddCommand(bench.NewCommand())
+	root.AddCommand(bench.NewPluginCommand())
 	root.AddCommand(conformance.NewCommand())
 	return root
 }

@@ -1,4 +1,8 @@
-package main
+// Package bench is the `stratus bench` and `stratus bench-plugin` commands:
+// flags and reports around the benchmark harness (internal/bench), which runs
+// stratus side by side with the upstream CCM, and stratus's providers in
+// process against the same as plugins.
+package bench
 
 import (
 	"fmt"
@@ -12,13 +16,13 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/stratus-ccm/stratus/internal/bench"
+	benchmark "github.com/stratus-ccm/stratus/internal/bench"
 	"github.com/stratus-ccm/stratus/internal/repo"
 )
 
-// newBenchCommand returns `stratus bench`: the scale benchmarks side by side
+// NewCommand returns `stratus bench`: the scale benchmarks side by side
 // with the upstream CCM.
-func newBenchCommand() *cobra.Command {
+func NewCommand() *cobra.Command {
 	var (
 		quick                 bool
 		out, markdown, binDir string
@@ -27,12 +31,12 @@ func newBenchCommand() *cobra.Command {
 		sizes                 []string
 		mergeInto             string
 		from                  string
-		opts                  = bench.Options{Cloud: bench.DefaultCloud}
+		opts                  = benchmark.Options{Cloud: benchmark.DefaultCloud}
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark stratus-ccm against the upstream cloud-controller-manager on the same control plane and minicloud",
-		Long: `bench runs each scenario (` + strings.Join(bench.Names(), ", ") + `) once
+		Long: `bench runs each scenario (` + strings.Join(benchmark.Names(), ", ") + `) once
 for the upstream CCM (hack/kubebins' ccm, with providers/minicloud) and once for
 stratus-ccm, each on a fresh control plane and minicloud with the same limits and
 the same --kube-api-qps/burst (vsphere-*: the upstream vSphere CCM against a
@@ -44,15 +48,15 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if from != "" {
-				rep, err := bench.ReadReport(from)
+				rep, err := benchmark.ReadReport(from)
 				if err != nil {
 					return fmt.Errorf("--from: %w", err)
 				}
 				return writeReport(cmd, rep, "", chart, ladderChart, markdown)
 			}
-			opts.Sizes = bench.FullSizes
+			opts.Sizes = benchmark.FullSizes
 			if quick {
-				opts.Sizes = bench.QuickSizes
+				opts.Sizes = benchmark.QuickSizes
 			}
 			for _, kv := range sizes {
 				if err := opts.Sizes.Set(kv); err != nil {
@@ -64,28 +68,15 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 					return fmt.Errorf("--manager %q: want upstream or stratus", m)
 				}
 			}
-			opts.BinDir, opts.StratusCCM = binDir, stratusCCM
-			if opts.BinDir == "" || opts.StratusCCM == "" {
-				root, err := repo.Root()
-				if err != nil {
-					return fmt.Errorf("run from the stratus repository or pass --kube-bin-dir and --manager-binary: %w", err)
-				}
-				if opts.BinDir == "" {
-					dir, err := kubebinsDir(root)
-					if err != nil {
-						return err
-					}
-					opts.BinDir = dir
-				}
-				if opts.StratusCCM == "" {
-					opts.StratusCCM = filepath.Join(root, "bin", "stratus-ccm")
-				}
+			var err error
+			if opts.BinDir, opts.StratusCCM, err = binaries(binDir, stratusCCM); err != nil {
+				return err
 			}
 			w := cmd.ErrOrStderr()
 			logger := funcr.New(func(prefix, args string) { fmt.Fprintln(w, "bench:", args) }, funcr.Options{})
-			var base *bench.Report
+			var base *benchmark.Report
 			if mergeInto != "" {
-				r, err := bench.ReadReport(mergeInto)
+				r, err := benchmark.ReadReport(mergeInto)
 				if err != nil {
 					return fmt.Errorf("--merge-into: %w", err)
 				}
@@ -93,7 +84,7 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 			}
 			// merged is the report to write: the results so far, folded into
 			// --merge-into's when given.
-			merged := func(rep *bench.Report) *bench.Report {
+			merged := func(rep *benchmark.Report) *benchmark.Report {
 				if base == nil {
 					return rep
 				}
@@ -104,12 +95,12 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 			}
 			// The JSON is written after every scenario, so an interrupted
 			// run keeps the scenarios it finished.
-			opts.Progress = func(rep *bench.Report) {
+			opts.Progress = func(rep *benchmark.Report) {
 				if err := merged(rep).WriteJSON(out); err != nil {
 					logger.Error(err, "writing the results so far")
 				}
 			}
-			rep, err := bench.Run(log.IntoContext(cmd.Context(), logger), opts)
+			rep, err := benchmark.Run(log.IntoContext(cmd.Context(), logger), opts)
 			if err != nil {
 				return err
 			}
@@ -137,13 +128,35 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 	f.DurationVar(&opts.Cloud.OpenStackProvisionDelay, "openstack-provision-delay", opts.Cloud.OpenStackProvisionDelay, "how long a new Octavia load balancer of the openstack-* scenarios stays PENDING_CREATE")
 	f.DurationVar(&opts.Cloud.OpenStackPendingDelay, "openstack-pending-delay", opts.Cloud.OpenStackPendingDelay, "how long an Octavia load balancer of the openstack-* scenarios stays PENDING_UPDATE after each change")
 	f.IntVar(&opts.Cloud.VSphereLatencyMS, "vsphere-latency-ms", opts.Cloud.VSphereLatencyMS, "latency added to every request to the simulated vCenter of the vsphere-* scenarios")
-	f.StringVar(&opts.Mode, "mode", "", `flags of both managers: "defaults" (none: each manager's own defaults), "tuned" (`+strings.Join(bench.TunedFlags, " ")+`), or empty for --kube-api-qps/--kube-api-burst below`)
+	f.StringVar(&opts.Mode, "mode", "", `flags of both managers: "defaults" (none: each manager's own defaults), "tuned" (`+strings.Join(benchmark.TunedFlags, " ")+`), or empty for --kube-api-qps/--kube-api-burst below`)
 	f.IntVar(&opts.Repeats, "repeats", 1, "runs of each short scenario (node-init-burst, lb-burst, node-churn) per manager; the report has the median and the range")
 	f.IntVar(&opts.KubeAPIQPS, "kube-api-qps", 20, "--kube-api-qps of both managers")
 	f.IntVar(&opts.KubeAPIBurst, "kube-api-burst", 30, "--kube-api-burst of both managers")
 	f.StringVar(&opts.HeapProfileDir, "heap-profile", "", "take each manager's heap profile at the memory scenario's peak (through its /debug/pprof/, both managers then serve on 127.0.0.1) into this folder; the report gets the summary (needs the go command)")
 	f.DurationVar(&opts.Timeout, "timeout", 0, "bound of each scenario run per manager (default 15m)")
 	return cmd
+}
+
+// binaries returns the control-plane binaries' folder and the stratus-ccm
+// binary: the flags' values, else hack/kubebins's and bin/stratus-ccm of the
+// repository the command runs in.
+func binaries(binDir, stratusCCM string) (string, string, error) {
+	if binDir != "" && stratusCCM != "" {
+		return binDir, stratusCCM, nil
+	}
+	root, err := repo.Root()
+	if err != nil {
+		return "", "", fmt.Errorf("run from the stratus repository or pass --kube-bin-dir and --manager-binary: %w", err)
+	}
+	if binDir == "" {
+		if binDir, err = kubebinsDir(root); err != nil {
+			return "", "", err
+		}
+	}
+	if stratusCCM == "" {
+		stratusCCM = filepath.Join(root, "bin", "stratus-ccm")
+	}
+	return binDir, stratusCCM, nil
 }
 
 // kubebinsDir asks hack/kubebins/build.sh where its binaries are.
@@ -160,7 +173,7 @@ func kubebinsDir(root string) (string, error) {
 
 // writeReport writes rep as JSON to out (unless empty), its charts and its
 // table, which also goes to stdout.
-func writeReport(cmd *cobra.Command, rep *bench.Report, out, chart, ladderChart, markdown string) error {
+func writeReport(cmd *cobra.Command, rep *benchmark.Report, out, chart, ladderChart, markdown string) error {
 	if out != "" {
 		if err := rep.WriteJSON(out); err != nil {
 			return err

@@ -1,30 +1,28 @@
-package main
+package bench
 
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/stratus-ccm/stratus/internal/bench"
-	"github.com/stratus-ccm/stratus/internal/repo"
+	benchmark "github.com/stratus-ccm/stratus/internal/bench"
 )
 
 // pluginBenchSizes are bench-plugin's default sizes: moderate, a few
 // minutes in all.
-var pluginBenchSizes = bench.Sizes{BurstNodes: 300, LBBurstNodes: 20, LBBurstServices: 100}
+var pluginBenchSizes = benchmark.Sizes{BurstNodes: 300, LBBurstNodes: 20, LBBurstServices: 100}
 
-// newBenchPluginCommand returns `stratus bench-plugin`: the cost of running
+// NewPluginCommand returns `stratus bench-plugin`: the cost of running
 // the provider out of process.
-func newBenchPluginCommand() *cobra.Command {
+func NewPluginCommand() *cobra.Command {
 	var (
 		out, markdown, binDir, stratusCCM string
 		sizes                             []string
 		calls                             int
-		opts                              = bench.Options{Cloud: bench.DefaultCloud}
+		opts                              = benchmark.Options{Cloud: benchmark.DefaultCloud}
 	)
 	cmd := &cobra.Command{
 		Use:   "bench-plugin",
@@ -48,26 +46,13 @@ docs/plugins.md.`,
 			if calls <= 0 {
 				return fmt.Errorf("--calls: %d is not a positive count", calls)
 			}
-			opts.BinDir, opts.StratusCCM = binDir, stratusCCM
-			if opts.BinDir == "" || opts.StratusCCM == "" {
-				root, err := repo.Root()
-				if err != nil {
-					return fmt.Errorf("run from the stratus repository or pass --kube-bin-dir and --manager-binary: %w", err)
-				}
-				if opts.BinDir == "" {
-					dir, err := kubebinsDir(root)
-					if err != nil {
-						return err
-					}
-					opts.BinDir = dir
-				}
-				if opts.StratusCCM == "" {
-					opts.StratusCCM = filepath.Join(root, "bin", "stratus-ccm")
-				}
+			var err error
+			if opts.BinDir, opts.StratusCCM, err = binaries(binDir, stratusCCM); err != nil {
+				return err
 			}
 			w := cmd.ErrOrStderr()
 			logger := funcr.New(func(prefix, args string) { fmt.Fprintln(w, "bench-plugin:", args) }, funcr.Options{})
-			rep, err := bench.RunPlugin(log.IntoContext(cmd.Context(), logger), opts, calls)
+			rep, err := benchmark.RunPlugin(log.IntoContext(cmd.Context(), logger), opts, calls)
 			if err != nil {
 				return err
 			}
@@ -84,7 +69,7 @@ docs/plugins.md.`,
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&sizes, "size", nil, "override one scenario size, name=value (burstNodes, lbBurstNodes, lbBurstServices); repeatable")
-	f.IntVar(&calls, "calls", bench.DefaultPluginCalls, "how many times each single provider call is made on each side")
+	f.IntVar(&calls, "calls", benchmark.DefaultPluginCalls, "how many times each single provider call is made on each side")
 	f.StringVar(&opts.WorkDir, "work-dir", "", "keep the control planes' files and the logs of each manager and plugin in this folder (default: a temporary folder, removed)")
 	f.StringVar(&out, "out", "bench/results/plugin.json", "where to write the JSON results")
 	f.StringVar(&markdown, "markdown", "", "also write the results tables (Markdown) to this file")
