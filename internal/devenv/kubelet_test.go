@@ -271,7 +271,7 @@ func TestKubeletsShareNodePorts(t *testing.T) {
 	nodePort := strconv.Itoa(int(svc.Spec.Ports[0].NodePort))
 	for _, n := range nodes {
 		var reply Reply
-		poll(t, 30*time.Second, "node port of "+n.name+" answers", func(ctx context.Context) (bool, error) {
+		testsupport.Eventually(t, 30*time.Second, "node port of "+n.name+" answers", func(ctx context.Context) (bool, error) {
 			body, code, err := httpGet(ctx, "http://"+net.JoinHostPort(n.ip, nodePort)+"/")
 			if err != nil || code != http.StatusOK {
 				return false, nil
