@@ -136,7 +136,7 @@ func TestServingHealthAndMetrics(t *testing.T) {
 func TestProfilingOff(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
-	port := managertest.FreePort(t)
+	port := testsupport.FreePort(t)
 	// A child process: controller names are unique per process, and
 	// another test's manager may have run in this one.
 	p := managertest.StartProcess(t, baseArgs(t, env, ns, "--bind-address=127.0.0.1", "--secure-port="+strconv.Itoa(port),
@@ -147,7 +147,7 @@ func TestProfilingOff(t *testing.T) {
 	grantPaths(t, admin, ns, "profile-reader", "/metrics", "/debug/pprof/*")
 	// The manager caches a rejected token and a denial for a while: ask it
 	// only once the API server accepts the token and allows the path.
-	poll(t, 60*time.Second, "the API server to authorize profile-reader", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "the API server to authorize profile-reader", func(ctx context.Context) (bool, error) {
 		tr, err := admin.AuthenticationV1().TokenReviews().Create(ctx, &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: reader.BearerToken}}, metav1.CreateOptions{})
 		if err != nil || !tr.Status.Authenticated {
 			return false, nil
@@ -160,7 +160,7 @@ func TestProfilingOff(t *testing.T) {
 	})
 	// /metrics answering 200 shows the token is accepted and authorized, so
 	// the 404 below is pprof's absence, not a denial.
-	poll(t, 60*time.Second, "/metrics to answer the authorized identity", func(ctx context.Context) (bool, error) {
+	testsupport.Eventually(t, 60*time.Second, "/metrics to answer the authorized identity", func(ctx context.Context) (bool, error) {
 		code, _, err := managertest.Get(ctx, base+"/metrics", reader.BearerToken)
 		return err == nil && code == 200, nil
 	})
