@@ -135,3 +135,8 @@ func (b BudgetConfig) withDefaults() BudgetConfig {
 	}
 	return b
 }
+
+// DefaultClusterName is --cluster-name's default, as upstream's: the name in
+// the cloud resources (load balancers, routes) the controllers make, and the
+// one every controller's Options default to.
+const DefaultClusterName = "kubernetes"

@@ -16,6 +16,7 @@ import (
 	cliflag "k8s.io/component-base/cli/flag"
 	"k8s.io/klog/v2"
 
+	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/controller/node"
 	"github.com/stratus-ccm/stratus/internal/controller/route"
 	"github.com/stratus-ccm/stratus/internal/controller/service"
@@ -24,7 +25,6 @@ import (
 // Defaults of the upstream cloud-controller-manager flags (docs/flags.md); the
 // worker counts are ours (docs/flags.md).
 const (
-	DefaultClusterName                = "kubernetes"
 	DefaultRouteReconciliationPeriod  = 10 * time.Second
 	DefaultNodeMonitorPeriod          = 5 * time.Second
 	DefaultMinResyncPeriod            = 12 * time.Hour
@@ -169,7 +169,7 @@ type Options struct {
 // NewOptions returns the options with upstream's defaults.
 func NewOptions() *Options {
 	return &Options{
-		ClusterName:               DefaultClusterName,
+		ClusterName:               cloud.DefaultClusterName,
 		ConfigureCloudRoutes:      true,
 		RouteReconciliationPeriod: DefaultRouteReconciliationPeriod,
 		NodeMonitorPeriod:         DefaultNodeMonitorPeriod,

@@ -6,11 +6,12 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/stratus-ccm/stratus/internal/cloud"
 )
 
 // Defaults of the Options fields.
 const (
-	DefaultClusterName          = "kubernetes"
 	DefaultReconciliationPeriod = 10 * time.Second
 	DefaultResyncPeriod         = 5 * time.Minute
 	DefaultMaxConcurrentOps     = 200
@@ -47,7 +48,7 @@ type Options struct {
 // withDefaults validates o and returns it with zero values replaced by defaults.
 func (o Options) withDefaults() (Options, error) {
 	if o.ClusterName == "" {
-		o.ClusterName = DefaultClusterName
+		o.ClusterName = cloud.DefaultClusterName
 	}
 	for _, d := range []struct {
 		flag  string

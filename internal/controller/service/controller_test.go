@@ -781,9 +781,9 @@ func TestOrphanRemoval(t *testing.T) {
 		return cloudprovider.DefaultLoadBalancerName(&v1.Service{ObjectMeta: metav1.ObjectMeta{UID: uid}})
 	}
 	orphan, stale, foreign := name("uid-gone"), name("uid-old"), name("uid-foreign")
-	c.put(orphan, testLB{svc: types.NamespacedName{Namespace: h.ns, Name: "gone"}, uid: "uid-gone", cluster: DefaultClusterName, ip: "203.0.113.200"})
+	c.put(orphan, testLB{svc: types.NamespacedName{Namespace: h.ns, Name: "gone"}, uid: "uid-gone", cluster: cloud.DefaultClusterName, ip: "203.0.113.200"})
 	// Same name as a live Service but another UID: an old incarnation's leftover.
-	c.put(stale, testLB{svc: types.NamespacedName{Namespace: h.ns, Name: "live"}, uid: "uid-old", cluster: DefaultClusterName, ip: "203.0.113.201"})
+	c.put(stale, testLB{svc: types.NamespacedName{Namespace: h.ns, Name: "live"}, uid: "uid-old", cluster: cloud.DefaultClusterName, ip: "203.0.113.201"})
 	// Another cluster's: the lister does not return it.
 	c.put(foreign, testLB{svc: types.NamespacedName{Namespace: h.ns, Name: "gone"}, uid: "uid-foreign", cluster: "another-cluster", ip: "203.0.113.202"})
 

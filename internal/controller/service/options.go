@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/stratus-ccm/stratus/internal/cloud"
 )
 
 // Defaults of Options.
 const (
 	DefaultWorkers           = 10
-	DefaultClusterName       = "kubernetes"
 	DefaultNodeUpdateWindow  = time.Second
 	DefaultNodeInitWait      = 30 * time.Second
 	DefaultResyncPeriod      = 10 * time.Minute
@@ -81,7 +82,7 @@ func (o Options) withDefaults() (Options, error) {
 		}
 	}
 	setDefault(&o.Workers, DefaultWorkers)
-	setDefault(&o.ClusterName, DefaultClusterName)
+	setDefault(&o.ClusterName, cloud.DefaultClusterName)
 	setDefault(&o.NodeUpdateWindow, DefaultNodeUpdateWindow)
 	setDefault(&o.NodeInitWait, DefaultNodeInitWait)
 	setDefault(&o.ResyncPeriod, DefaultResyncPeriod)

@@ -431,18 +431,18 @@ func TestProvisioningListingFreshness(t *testing.T) {
 		c.set(func(c *testCloud) { n = c.calls["list"] })
 		return n
 	}
-	if state, _, _ := l.state(ctx, p, DefaultClusterName, "u1", fc.Now()); state != lbUnknown || lists() != 1 {
+	if state, _, _ := l.state(ctx, p, cloud.DefaultClusterName, "u1", fc.Now()); state != lbUnknown || lists() != 1 {
 		t.Fatalf("first ask: %v after %d listings, want unknown after 1", state, lists())
 	}
 	fc.Step(400 * time.Millisecond)
-	if state, _, wait := l.state(ctx, p, DefaultClusterName, "u1", fc.Now()); state != lbWait || wait != 600*time.Millisecond || lists() != 1 {
+	if state, _, wait := l.state(ctx, p, cloud.DefaultClusterName, "u1", fc.Now()); state != lbWait || wait != 600*time.Millisecond || lists() != 1 {
 		t.Errorf("due after the listing, 400ms later: %v %v after %d listings, want wait 600ms after 1", state, wait, lists())
 	}
-	if state, _, _ := l.state(ctx, p, DefaultClusterName, "u1", t0); state != lbUnknown || lists() != 1 {
+	if state, _, _ := l.state(ctx, p, cloud.DefaultClusterName, "u1", t0); state != lbUnknown || lists() != 1 {
 		t.Errorf("due before the listing: %v after %d listings, want its answer (unknown) after 1", state, lists())
 	}
 	fc.Step(600 * time.Millisecond)
-	if state, _, _ := l.state(ctx, p, DefaultClusterName, "u1", fc.Now()); state != lbUnknown || lists() != 2 {
+	if state, _, _ := l.state(ctx, p, cloud.DefaultClusterName, "u1", fc.Now()); state != lbUnknown || lists() != 2 {
 		t.Errorf("a second later: %v after %d listings, want a new listing", state, lists())
 	}
 }
