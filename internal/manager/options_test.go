@@ -56,6 +56,7 @@ func TestDefaultFlags(t *testing.T) {
 		ResourceNamespace:         "kube-system",
 		BindAddress:               "0.0.0.0",
 		SecurePort:                10258,
+		Profiling:                 true,
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Options{}), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -95,7 +96,7 @@ func TestAddFlags(t *testing.T) {
 		NodeStatusUpdateFrequency: time.Minute, LoadBalancerResyncPeriod: 2 * time.Minute, NodeDeletionGracePeriod: 3 * time.Minute,
 		LeaderElect: false, LeaseDuration: 30 * time.Second, RenewDeadline: 20 * time.Second,
 		RetryPeriod: 3 * time.Second, ResourceLock: "leases", ResourceName: "ccm", ResourceNamespace: "infra",
-		BindAddress: "127.0.0.1", SecurePort: 10300, CertDir: "/certs", TLSCertFile: "/c.crt",
+		BindAddress: "127.0.0.1", SecurePort: 10300, Profiling: true, CertDir: "/certs", TLSCertFile: "/c.crt",
 		TLSPrivateKeyFile: "/c.key", TLSCipherSuites: []string{"TLS_AES_128_GCM_SHA256"}, TLSMinVersion: "VersionTLS13",
 		AuthenticationKubeconfig: "/authn", AuthorizationKubeconfig: "/authz", Version: true,
 	}
