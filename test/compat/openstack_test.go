@@ -337,6 +337,11 @@ func openStackScenario(r *run) {
 	if got := minicloudtest.CountTCP(t, net.JoinHostPort(public, "80"), 2); got["os-1"] != 2 {
 		t.Errorf("traffic through the floating IP after the deletion: %v", got)
 	}
+	// and its pod CIDR's route goes (a blackhole until the route controller's
+	// next pass removes it; the snapshot must not race that pass).
+	r.waitCloud("only the remaining node's route", func(_ []api.LoadBalancer, routes []api.Route) bool {
+		return len(routes) == 1 && routes[0].DestinationCIDR == "10.244.1.0/24"
+	})
 
 	// Deleting the Services deletes the load balancers and the floating IP.
 	for _, name := range []string{svcName, "internal"} {
