@@ -15,7 +15,6 @@ import (
 	"github.com/stratus-ccm/stratus/internal/devenv"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
-	mcprovider "github.com/stratus-ccm/stratus/providers/minicloud"
 )
 
 // audit checks the end state against what the cluster asks for.
@@ -112,13 +111,12 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 		r.problem("list nodes: %v", err)
 		return r
 	}
-	cluster := map[string]string{mcprovider.TagCluster: w.ns}
-	lbs, err := w.cl.ListLoadBalancers(ctx, client.ListOptions{Tags: cluster})
+	lbs, err := w.prov.loadBalancers(ctx, w.c)
 	if err != nil {
 		r.problem("list load balancers: %v", err)
 		return r
 	}
-	routes, err := w.cl.ListRoutes(ctx, client.ListOptions{Tags: cluster})
+	routes, err := w.prov.routes(ctx, w.c)
 	if err != nil {
 		r.problem("list routes: %v", err)
 		return r
@@ -160,8 +158,8 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 		case m.state == gone:
 		case !ok:
 			r.problem("node %s: missing, its instance %s is %s", name, m.id, m.state)
-		case n.Spec.ProviderID != mcprovider.ProviderID(m.id):
-			r.problem("node %s: provider ID %q, want %q", name, n.Spec.ProviderID, mcprovider.ProviderID(m.id))
+		case n.Spec.ProviderID != w.prov.providerID(m.id):
+			r.problem("node %s: provider ID %q, want %q", name, n.Spec.ProviderID, w.prov.providerID(m.id))
 		case hasTaint(n, cloudproviderapi.TaintExternalCloudProvider):
 			r.problem("node %s: still uninitialized", name)
 		case m.state == stopped && !hasTaint(n, cloudproviderapi.TaintNodeShutdown):
@@ -198,9 +196,9 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 			r.problem("service %s: still terminating", svc.Name)
 			continue
 		}
-		var mine []api.LoadBalancer
+		var mine []serviceLB
 		for _, lb := range lbs {
-			if lb.Tags[mcprovider.TagServiceUID] == string(svc.UID) {
+			if lb.uid == string(svc.UID) {
 				mine = append(mine, lb)
 			}
 		}
@@ -209,7 +207,7 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 			continue
 		}
 		if bad := lbMismatch(&svc, &mine[0], backends); bad != "" {
-			r.problem("service %s: load balancer %s: %s", svc.Name, mine[0].ID, bad)
+			r.problem("service %s: load balancer %s: %s", svc.Name, mine[0].lb.ID, bad)
 			continue
 		}
 		r.lbsCorrect++
@@ -218,10 +216,10 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 		}
 	}
 	for _, lb := range lbs {
-		if !live[lb.Tags[mcprovider.TagServiceUID]] {
+		if !live[lb.uid] {
 			r.leaked++
-			r.problem("load balancer %s (%s) of service %s/%s (uid %s): its Service is gone", lb.ID, lb.Name,
-				lb.Tags[mcprovider.TagServiceNamespace], lb.Tags[mcprovider.TagServiceName], lb.Tags[mcprovider.TagServiceUID])
+			r.problem("load balancer %s (%s) of service %s/%s (uid %s): its Service is gone", lb.lb.ID, lb.lb.Name,
+				lb.namespace, lb.name, lb.uid)
 		}
 	}
 
@@ -259,10 +257,10 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 	health := map[string]string{}
 	for _, lb := range lbs {
 		var hs []string
-		for _, th := range lb.TargetHealth {
+		for _, th := range lb.lb.TargetHealth {
 			hs = append(hs, fmt.Sprintf("%s %s %s", th.IP, th.State, th.Reason))
 		}
-		health[lb.Tags[mcprovider.TagServiceUID]] = strings.Join(hs, "; ")
+		health[lb.uid] = strings.Join(hs, "; ")
 	}
 	for _, svc := range sampled {
 		vip := svc.Status.LoadBalancer.Ingress[0].IP
@@ -284,13 +282,14 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 	return r
 }
 
-// lbMismatch says how lb differs from what svc asks for, or "".
-func lbMismatch(svc *corev1.Service, lb *api.LoadBalancer, backends []string) string {
+// lbMismatch says how slb differs from what svc asks for, or "".
+func lbMismatch(svc *corev1.Service, slb *serviceLB, backends []string) string {
+	lb := &slb.lb
 	if lb.State != api.LBActive {
 		return "state " + lb.State
 	}
-	if ing := svc.Status.LoadBalancer.Ingress; len(ing) != 1 || ing[0].IP != lb.VIP {
-		return fmt.Sprintf("Service ingress %v, VIP %s", ing, lb.VIP)
+	if ing := svc.Status.LoadBalancer.Ingress; len(ing) != 1 || ing[0].IP != slb.ingress {
+		return fmt.Sprintf("Service ingress %v, want %s", ing, slb.ingress)
 	}
 	var want, have []string
 	for _, p := range svc.Spec.Ports {
@@ -365,6 +364,7 @@ func hasTaint(n corev1.Node, key string) bool {
 
 // report is the run's table.
 type report struct {
+	provider       string
 	size           size
 	seed           uint64
 	full           bool
@@ -391,13 +391,13 @@ func (r report) markdown() string {
 		name = "full (make chaos)"
 	}
 	b.WriteString("| what | result |\n|---|---|\n")
-	row("run", "%s, seed %d, %d stratus-ccm replicas", name, r.seed, r.size.replicas)
+	row("run", "%s, provider %s, seed %d, %d stratus-ccm replicas", name, r.provider, r.seed, r.size.replicas)
 	row("load held", "%d nodes, %d LoadBalancer Services (populated in %s)", r.size.nodes, r.size.services, r.populate.Round(time.Second))
 	row("window", "%s, one change every %s", r.window, r.size.churnEvery)
 	row("node churn", "%d joined, %d left (instance deleted), %d stopped, %d restarted", r.churn.joined, r.churn.left, r.churn.stops, r.churn.starts)
 	row("service churn", "%d created, %d changed (ports, traffic policy, source ranges), %d deleted and recreated under the same name", r.churn.created, r.churn.changed, r.churn.recreated)
 	var kinds []string
-	for _, k := range faultKinds {
+	for _, k := range r.faults.kinds {
 		kinds = append(kinds, fmt.Sprintf("%s ×%d", k, r.faults.steps[k]))
 	}
 	row("cloud faults", "steps of %s: %s", r.size.faultStep, strings.Join(kinds, "; "))

@@ -27,6 +27,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/url"
@@ -83,8 +84,8 @@ var (
 		converge: 15 * time.Minute, trafficSample: 60, healthCheckInterval: "60s"}
 )
 
-func chosenSize() size {
-	s := short
+func chosenSize(p *provider) size {
+	s := p.short
 	if *full {
 		s = fullSize
 	}
@@ -133,17 +134,14 @@ func TestMain(m *testing.M) {
 // minicloudtest's random pools nor stratus dev's derived blocks use.
 var pools = [3]string{"127.251.0.0/18", "127.251.64.0/18", "127.251.128.0/17"}
 
-// managerConfig is the replicas' --config: the minicloud provider with a
-// short instance-cache freshness (the deletion guard spaces its two
-// confirmations by it), orphan grace and deletion budget sized for a run of
-// minutes, not a cluster's life.
+// managerConfig is the replicas' --config: the run's provider (whose
+// block sets a short instance-cache freshness, so that the deletion guard
+// spaces its two confirmations by little), orphan grace and deletion budget
+// sized for a run of minutes, not a cluster's life.
 const managerConfig = `apiVersion: stratus.io/v1alpha1
 kind: ManagerConfig
 providers:
-- name: minicloud
-  type: minicloud
-  cloudConfigFile: %s
-  instanceCacheFreshness: 5s
+%s
 service:
   orphanGracePeriod: 30s
 route:
@@ -160,9 +158,12 @@ const serviceCIDR = "10.96.0.0/16"
 // clusterCIDR holds the nodes' pod CIDRs (10.<seq/256>.<seq%256>.0/24).
 const clusterCIDR = "10.0.0.0/8"
 
-func TestChaos(t *testing.T) {
+func TestChaos(t *testing.T) { runChaos(t, minicloudProvider()) }
+
+// runChaos is one chaos run of the managers with provider p.
+func runChaos(t *testing.T, p *provider) {
 	env := testenv.Get(t)
-	sz := chosenSize()
+	sz := chosenSize(p)
 	ns := env.Namespace(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -181,19 +182,18 @@ func TestChaos(t *testing.T) {
 	if err := cloud.waitUp(ctx, cl); err != nil {
 		t.Fatalf("minicloud did not come up: %v\n%s", err, cloud.output())
 	}
-	front := startCloudFront(t, cloud.url, sz.replicas)
-
-	// Each replica reaches the cloud at its own front address.
+	front := startCloudFront(t, cloud.url, sz.replicas, p.listing)
+	cc := &chaosCloud{dir: dir, token: token, tokenFile: tokenFile, ns: ns, replicas: sz.replicas,
+		kubeconfig: managertest.WriteKubeconfig(t, env.Config), cloud: cloud, cl: cl, front: front}
+	// Each replica reaches the cloud at its own front address, with a
+	// config of its own.
+	blocks := p.setup(t, cc)
+	if len(blocks) != sz.replicas {
+		t.Fatalf("provider %s: setup made %d configs for %d replicas", p.name, len(blocks), sz.replicas)
+	}
 	configs := make([]string, sz.replicas)
-	for i := range sz.replicas {
-		cloudConfig := filepath.Join(dir, fmt.Sprintf("minicloud-%d.yaml", i+1))
-		if err := os.WriteFile(cloudConfig, fmt.Appendf(nil, "url: %s\ntokenFile: %s\n", front.urls[i], tokenFile), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		configs[i] = filepath.Join(dir, fmt.Sprintf("stratus-%d.yaml", i+1))
-		if err := os.WriteFile(configs[i], fmt.Appendf(nil, managerConfig, cloudConfig), 0o600); err != nil {
-			t.Fatal(err)
-		}
+	for i, b := range blocks {
+		configs[i] = writeFile(t, dir, fmt.Sprintf("stratus-%d.yaml", i+1), fmt.Sprintf(managerConfig, b))
 	}
 	args := []string{
 		"--cluster-name=" + ns,
@@ -237,7 +237,8 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := newWorld(t, cs, cl, ns, rand.New(rand.NewPCG(*seed, *seed^0x5eed)))
+	cc.kube = cs
+	w := newWorld(t, cs, cc, p, rand.New(rand.NewPCG(*seed, *seed^0x5eed)))
 	w.watchDeletions(ctx)
 	if sz.healthCheckInterval != "" {
 		w.annotations = map[string]string{annotations.LBHealthCheckInterval.Name: sz.healthCheckInterval}
@@ -246,7 +247,7 @@ func TestChaos(t *testing.T) {
 		w.servePorts(ctx)
 	}
 
-	t.Logf("chaos: %d nodes, %d services, %d replicas, window %s, seed %d", sz.nodes, sz.services, sz.replicas, sz.window, *seed)
+	t.Logf("chaos (%s): %d nodes, %d services, %d replicas, window %s, seed %d", p.name, sz.nodes, sz.services, sz.replicas, sz.window, *seed)
 	populateStart := time.Now()
 	w.populate(ctx, sz.nodes, sz.services)
 	t.Logf("chaos: populated in %s", time.Since(populateStart).Round(time.Second))
@@ -254,7 +255,7 @@ func TestChaos(t *testing.T) {
 	// The window: churn, cloud faults, leader kills and a partition at once.
 	winCtx, winCancel := context.WithTimeout(ctx, sz.window)
 	defer winCancel()
-	faults := &faultDriver{t: t, cloud: cloud, cl: cl, front: front, step: sz.faultStep, rng: rand.New(rand.NewPCG(*seed+1, *seed))}
+	faults := &faultDriver{t: t, cloud: cloud, cl: cl, front: front, step: sz.faultStep, kinds: p.faultKinds(), extra: p.faults, listOp: p.listing.op, rng: rand.New(rand.NewPCG(*seed+1, *seed))}
 	// The partition falls halfway between two kills, once the leader killed
 	// last has had time to be replaced.
 	// The pause, likewise, a quarter into the window.
@@ -288,7 +289,13 @@ func TestChaos(t *testing.T) {
 	for _, r := range replicas {
 		logs[fmt.Sprintf("stratus-ccm-%d.log", r.id)] = r.output()
 	}
+	if p.logs != nil {
+		maps.Copy(logs, p.logs())
+	}
 	secrets := map[string]string{"minicloud token": token}
+	if p.secrets != nil {
+		maps.Copy(secrets, p.secrets(cc))
+	}
 	if len(env.Config.KeyData) > 0 {
 		secrets["API client key (base64)"] = base64.StdEncoding.EncodeToString(env.Config.KeyData)[:48]
 		secrets["API client key (PEM body)"] = pemBody(env.Config.KeyData)
@@ -299,7 +306,7 @@ func TestChaos(t *testing.T) {
 	leaks := findSecrets(logs, secrets)
 
 	rep := report{
-		size: sz, seed: *seed, full: *full, populate: w.stats.populate,
+		provider: p.name, size: sz, seed: *seed, full: *full, populate: w.stats.populate,
 		window: sz.window, churn: w.stats, faults: faults.stats(), leaders: leaders.stats(replicas),
 		converged: converged, convergeTime: convergeTime, atWindowEnd: a.atWindowEnd, final: final, leaks: leaks, secretsChecked: len(secrets),
 	}
@@ -356,6 +363,17 @@ func findSecrets(logs, secrets map[string]string) []string {
 		}
 	}
 	return found
+}
+
+// writeFile writes body to dir/name (mode 0600: cloud-configs hold
+// credentials) and returns its path.
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // hostPort joins an IP and a port.

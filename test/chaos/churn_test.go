@@ -59,11 +59,13 @@ type churnStats struct {
 // world is the cluster and cloud the test drives, and its record of every
 // instance deletion, against which every Node deletion is checked.
 type world struct {
-	t   *testing.T
-	cs  kubernetes.Interface
-	cl  *client.Client
-	ns  string
-	rng *rand.Rand
+	t    *testing.T
+	cs   kubernetes.Interface
+	cl   *client.Client
+	ns   string
+	rng  *rand.Rand
+	c    *chaosCloud
+	prov *provider
 
 	mu        sync.Mutex
 	machines  map[string]*machine
@@ -110,8 +112,8 @@ type nodeDeletion struct {
 	instanceDeletedFirst bool
 }
 
-func newWorld(t *testing.T, cs kubernetes.Interface, cl *client.Client, ns string, rng *rand.Rand) *world {
-	w := &world{t: t, cs: cs, cl: cl, ns: ns, rng: rng, machines: map[string]*machine{}, services: map[string]bool{}}
+func newWorld(t *testing.T, cs kubernetes.Interface, c *chaosCloud, p *provider, rng *rand.Rand) *world {
+	w := &world{t: t, cs: cs, cl: c.cl, ns: c.ns, rng: rng, c: c, prov: p, machines: map[string]*machine{}, services: map[string]bool{}}
 	t.Cleanup(func() {
 		w.mu.Lock()
 		for _, m := range w.machines {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -26,6 +27,15 @@ const (
 
 var faultKinds = []string{faultErrors, faultThrottle, faultLatency, faultListFail, faultListEmpty, faultCloudKilled}
 
+// faultKinds are minicloud's fault kinds and then the provider's.
+func (p *provider) faultKinds() []string {
+	kinds := slices.Clone(faultKinds)
+	for _, f := range p.faults {
+		kinds = append(kinds, f.kind)
+	}
+	return kinds
+}
+
 // faultDriver applies one fault kind per step, in seeded shuffled rounds
 // of all kinds, until its context ends.
 type faultDriver struct {
@@ -35,6 +45,11 @@ type faultDriver struct {
 	front *cloudFront
 	step  time.Duration
 	rng   *rand.Rand
+	kinds []string        // what run shuffles: faultKinds and the provider's
+	extra []providerFault // the provider's kinds
+	// listOp is the operation minicloud faults the provider's instance
+	// listings under.
+	listOp string
 
 	mu        sync.Mutex
 	steps     map[string]int
@@ -50,7 +65,7 @@ func (f *faultDriver) run(ctx context.Context) {
 	defer tick.Stop()
 	for {
 		if len(round) == 0 {
-			round = append([]string(nil), faultKinds...)
+			round = slices.Clone(f.kinds)
 			f.rng.Shuffle(len(round), func(i, j int) { round[i], round[j] = round[j], round[i] })
 		}
 		kind := round[0]
@@ -87,7 +102,7 @@ func (f *faultDriver) apply(ctx context.Context, kind string) {
 	case faultLatency:
 		faults = api.Faults{LatencyMS: 400, ErrorRate: 0.05}
 	case faultListFail:
-		faults = api.Faults{ErrorRate: 1, Operations: []string{"GET /v1/instances"}}
+		faults = api.Faults{ErrorRate: 1, Operations: []string{f.listOp}}
 	case faultCloudKilled:
 		f.collectStats(ctx)
 		f.cloud.kill()
@@ -101,6 +116,12 @@ func (f *faultDriver) apply(ctx context.Context, kind string) {
 			f.t.Errorf("minicloud did not come back after kill -9: %v", err)
 		}
 		return
+	default:
+		for _, pf := range f.extra {
+			if pf.kind == kind {
+				faults = pf.apply(ctx, f)
+			}
+		}
 	}
 	if _, err := f.cl.SetFaults(ctx, faults); err != nil && ctx.Err() == nil {
 		f.t.Errorf("set faults %q: %v", kind, err)
@@ -131,6 +152,7 @@ func (f *faultDriver) stop(ctx context.Context) {
 }
 
 type faultStats struct {
+	kinds                       []string
 	steps                       map[string]int
 	errors, throttled, requests int64
 	emptied                     int
@@ -140,7 +162,7 @@ func (f *faultDriver) stats() faultStats {
 	f.collectStats(context.Background())
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return faultStats{steps: f.steps, errors: f.errors, throttled: f.throttled, requests: f.requests, emptied: f.front.emptied()}
+	return faultStats{kinds: f.kinds, steps: f.steps, errors: f.errors, throttled: f.throttled, requests: f.requests, emptied: f.front.emptied()}
 }
 
 // leaderKiller kills the leader with SIGKILL every `every`; once, at

@@ -113,11 +113,12 @@ func (c *cloudProcess) waitUp(ctx context.Context, cl *client.Client) error {
 }
 
 // cloudFront is what the managers reach minicloud through: a reverse proxy
-// that, while empty is set, answers every unfiltered instance listing with
-// no instances and no next page, a cloud whose inventory briefly comes back
-// empty. Filtered lookups and everything else pass unchanged. Each replica
-// reaches it at its own address (urls[i] for replica i+1), so that the
-// front can tell which replica made each write.
+// that, while empty is set, answers every unfiltered instance listing (as
+// the provider's listingRule matches it) with no instances and no next
+// page, a cloud whose inventory briefly comes back empty. Filtered lookups
+// and everything else pass unchanged. Each replica reaches it at its own
+// address (urls[i] for replica i+1), so that the front can tell which
+// replica made each write.
 type cloudFront struct {
 	urls   []string
 	mu     sync.Mutex
@@ -133,7 +134,7 @@ type cloudWrite struct {
 	what string // method and path
 }
 
-func startCloudFront(t *testing.T, target string, replicas int) *cloudFront {
+func startCloudFront(t *testing.T, target string, replicas int, listing listingRule) *cloudFront {
 	t.Helper()
 	u, err := url.Parse(target)
 	if err != nil {
@@ -142,8 +143,7 @@ func startCloudFront(t *testing.T, target string, replicas int) *cloudFront {
 	f := &cloudFront{writes: make([][]cloudWrite, replicas)}
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ModifyResponse = func(resp *http.Response) error {
-		req := resp.Request
-		if req.Method != http.MethodGet || req.URL.Path != "/v1/instances" || req.URL.Query().Has("name") || resp.StatusCode != http.StatusOK {
+		if !listing.matches(resp.Request) || resp.StatusCode != http.StatusOK {
 			return nil
 		}
 		f.mu.Lock()
@@ -157,7 +157,7 @@ func startCloudFront(t *testing.T, target string, replicas int) *cloudFront {
 		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
-		body := []byte(`{"items":[]}`)
+		body := listing.empty
 		resp.Body = io.NopCloser(bytes.NewReader(body))
 		resp.ContentLength = int64(len(body))
 		resp.Header.Set("Content-Length", strconv.Itoa(len(body)))
