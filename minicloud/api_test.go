@@ -632,6 +632,16 @@ func TestFaults(t *testing.T) {
 		}
 	}
 
+	if _, err := c.SetFaults(ctx, api.Faults{UnauthorizedRate: 1, Operations: []string{"GET /v1/instances/{id}"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.GetInstance(ctx, inst.ID); !errors.As(err, &apiErr) || apiErr.StatusCode != 401 || apiErr.Code != api.CodeUnauthorized || client.IsRetryable(err) {
+		t.Fatalf("GET with unauthorized_rate 1: %v, want 401 %s", err, api.CodeUnauthorized)
+	}
+	if _, err := c.SetFaults(ctx, api.Faults{UnauthorizedRate: 1.5}); !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || !strings.Contains(apiErr.Message, "unauthorized_rate") {
+		t.Fatalf("unauthorized_rate 1.5: %v, want 400 naming unauthorized_rate", err)
+	}
+
 	f, err := c.SetFaults(ctx, api.Faults{LatencyMS: 300})
 	if err != nil {
 		t.Fatal(err)
@@ -656,8 +666,8 @@ func TestFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if st.Errors != 1 || st.Throttled < 1 {
-		t.Fatalf("stats %+v, want 1 error and throttling", st)
+	if st.Errors != 1 || st.Throttled < 1 || st.Unauthorized != 1 {
+		t.Fatalf("stats %+v, want 1 error, throttling and 1 unauthorized", st)
 	}
 }
 

@@ -50,8 +50,8 @@ func (s *Server) validateFaults(f *api.Faults) error {
 }
 
 func validateFaultRates(f *api.Faults) error {
-	if f.ErrorRate < 0 || f.ErrorRate > 1 || f.ThrottleRate < 0 || f.ThrottleRate > 1 {
-		return errInvalid("error_rate and throttle_rate must be between 0 and 1")
+	if f.ErrorRate < 0 || f.ErrorRate > 1 || f.ThrottleRate < 0 || f.ThrottleRate > 1 || f.UnauthorizedRate < 0 || f.UnauthorizedRate > 1 {
+		return errInvalid("error_rate, throttle_rate and unauthorized_rate must be between 0 and 1")
 	}
 	if f.LatencyMS < 0 || f.LatencyMS > 60000 {
 		return errInvalid("latency_ms must be between 0 and 60000")
@@ -67,6 +67,6 @@ func (s *Server) putFaults(r *http.Request) (int, any, error) {
 	s.statsMu.Lock()
 	s.faults = f
 	s.statsMu.Unlock()
-	s.log.Info("faults set", "errorRate", f.ErrorRate, "throttleRate", f.ThrottleRate, "latencyMS", f.LatencyMS, "operations", f.Operations)
+	s.log.Info("faults set", "errorRate", f.ErrorRate, "throttleRate", f.ThrottleRate, "unauthorizedRate", f.UnauthorizedRate, "latencyMS", f.LatencyMS, "operations", f.Operations)
 	return http.StatusOK, f, nil
 }

@@ -140,7 +140,7 @@ func checkInvariants(t *testing.T, v any) {
 			}
 		}
 	case *api.Faults:
-		if in.ErrorRate < 0 || in.ErrorRate > 1 || in.ThrottleRate < 0 || in.ThrottleRate > 1 || in.LatencyMS < 0 {
+		if in.ErrorRate < 0 || in.ErrorRate > 1 || in.ThrottleRate < 0 || in.ThrottleRate > 1 || in.UnauthorizedRate < 0 || in.UnauthorizedRate > 1 || in.LatencyMS < 0 {
 			t.Fatalf("accepted faults %+v", in)
 		}
 	}

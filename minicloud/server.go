@@ -322,6 +322,14 @@ func (s *Server) admit(ctx context.Context, op, token string) error {
 		s.countThrottled(op, token)
 		return errThrottled(time.Second)
 	}
+	if f.UnauthorizedRate > 0 && rand.Float64() < f.UnauthorizedRate {
+		s.statsMu.Lock()
+		for _, st := range s.statsOf(token) {
+			st.Unauthorized++
+		}
+		s.statsMu.Unlock()
+		return &apiError{status: http.StatusUnauthorized, code: api.CodeUnauthorized, msg: "injected fault: token rejected"}
+	}
 	if f.ErrorRate > 0 && rand.Float64() < f.ErrorRate {
 		s.statsMu.Lock()
 		for _, st := range s.statsOf(token) {
@@ -334,7 +342,7 @@ func (s *Server) admit(ctx context.Context, op, token string) error {
 }
 
 func faultApplies(f api.Faults, op string) bool {
-	if f.ErrorRate == 0 && f.ThrottleRate == 0 && f.LatencyMS == 0 {
+	if f.ErrorRate == 0 && f.ThrottleRate == 0 && f.UnauthorizedRate == 0 && f.LatencyMS == 0 {
 		return false
 	}
 	if len(f.Operations) == 0 {

@@ -248,16 +248,23 @@ type Stats struct {
 	Total                int64            `json:"total"`
 	Throttled            int64            `json:"throttled"`
 	// Errors counts injected faults answered 500.
-	Errors int64     `json:"errors"`
-	Since  time.Time `json:"since"`
+	Errors int64 `json:"errors"`
+	// Unauthorized counts injected faults answered 401.
+	Unauthorized int64     `json:"unauthorized"`
+	Since        time.Time `json:"since"`
 }
 
 // Faults is the body of PUT /v1/_faults (and GET): injected misbehaviour.
 // Rates are probabilities in [0,1]. When Operations is not empty only those
 // operations ("GET /v1/instances") are affected.
 type Faults struct {
-	ErrorRate    float64  `json:"error_rate"`
-	ThrottleRate float64  `json:"throttle_rate"`
-	LatencyMS    int      `json:"latency_ms"`
-	Operations   []string `json:"operations,omitempty"`
+	ErrorRate    float64 `json:"error_rate"`
+	ThrottleRate float64 `json:"throttle_rate"`
+	// UnauthorizedRate is the fraction of requests answered 401 as if their
+	// (valid) token were rejected: the OpenStack dialect answers Keystone's
+	// 401, also to a token request, so a client can neither use its token
+	// nor get a new one.
+	UnauthorizedRate float64  `json:"unauthorized_rate,omitempty"`
+	LatencyMS        int      `json:"latency_ms"`
+	Operations       []string `json:"operations,omitempty"`
 }

@@ -250,6 +250,52 @@ func TestFaults(t *testing.T) {
 	}
 }
 
+// TestUnauthorizedFault: with unauthorized_rate 1 Keystone rejects every
+// token and every token request (401 in Keystone's format, with
+// WWW-Authenticate), so a client that re-authenticates still fails; once the
+// fault is cleared its next call authenticates again and succeeds.
+func TestUnauthorizedFault(t *testing.T) {
+	e := startEnv(t, minicloudtest.Options{}, openstack.Options{})
+	ctx := context.Background()
+	tok := e.token(t)
+	if _, err := e.mc.Client.SetFaults(ctx, api.Faults{UnauthorizedRate: 1}); err != nil {
+		t.Fatal(err)
+	}
+	status, hdr, body := e.raw(t, "GET", "/compute/v2.1/servers/detail", "", tok)
+	errBody, _ := body["error"].(map[string]any)
+	if status != http.StatusUnauthorized || !strings.HasPrefix(hdr.Get("WWW-Authenticate"), "Keystone uri=") || errBody["code"] != float64(401) {
+		t.Errorf("a valid token under the fault: %d %v %v, want Keystone's 401", status, hdr, body)
+	}
+	authBody := `{"auth":{"identity":{"methods":["password"],"password":{"user":{"name":"ccm","domain":{"name":"Default"},"password":"` + e.mc.Token + `"}}},` +
+		`"scope":{"project":{"name":"minicloud","domain":{"name":"Default"}}}}}`
+	if status, hdr, body := e.raw(t, "POST", "/identity/v3/auth/tokens", authBody, ""); status != http.StatusUnauthorized || hdr.Get("X-Subject-Token") != "" {
+		t.Errorf("token request under the fault: %d %v %v, want 401 without a token", status, hdr, body)
+	}
+	// gophercloud re-authenticates on the 401, and its token request is
+	// refused too.
+	_, err := servers.List(e.compute, nil).AllPages(ctx)
+	if err == nil || !strings.Contains(err.Error(), "Unable to re-authenticate") || !strings.Contains(err.Error(), "POST "+e.mc.URL+"/identity/v3/auth/tokens], but got 401") {
+		t.Errorf("gophercloud under the fault: %v, want its re-authentication refused with 401", err)
+	}
+
+	if _, err := e.mc.Client.SetFaults(ctx, api.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := servers.List(e.compute, nil).AllPages(ctx); err != nil {
+		t.Errorf("after clearing the fault: %v", err)
+	}
+	if status, _, _ := e.raw(t, "GET", "/compute/v2.1/servers/detail", "", tok); status != http.StatusOK {
+		t.Errorf("the token issued before the fault, after it: %d, want 200", status)
+	}
+	st, err := e.mc.Client.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Unauthorized < 3 {
+		t.Errorf("stats: %d unauthorized, want at least 3", st.Unauthorized)
+	}
+}
+
 // TestRateLimit: the minicloud token's budget applies to its Keystone
 // tokens; gophercloud sees 429.
 func TestRateLimit(t *testing.T) {
