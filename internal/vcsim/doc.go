@@ -21,7 +21,8 @@
 // Thumbprint), and accepts only Options.Username and Options.Password.
 // Requests pass through a front handler that counts every request that
 // reaches the server, failed logins included (Requests: SOAP by operation,
-// REST by method and path template), adds Options.Latency, and can fail
+// REST by method and path template), adds Options.Latency (and, from
+// SetLatency on, more), and can fail
 // requests with an HTTP status (FailHTTP); SOAP faults come from the
 // simulator's fault injector (FailMethod, FaultInjector). The simulator's
 // own setup, and the run-time operations of this package, go in-process or

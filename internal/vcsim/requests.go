@@ -62,6 +62,8 @@ type front struct {
 	mu     sync.Mutex
 	counts map[[2]string]int // {kind, key}
 	faults map[string]*httpFault
+	// extra is latency added at run time (SetLatency), on top of latency.
+	extra time.Duration
 }
 
 func newFront(next http.Handler, latency time.Duration) *front {
@@ -86,10 +88,11 @@ func (f *front) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	delay := f.latency + f.extra
 	f.mu.Unlock()
 
-	if f.latency > 0 {
-		t := time.NewTimer(f.latency)
+	if delay > 0 {
+		t := time.NewTimer(delay)
 		select {
 		case <-t.C:
 		case <-r.Context().Done():

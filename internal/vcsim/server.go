@@ -502,6 +502,15 @@ func (s *Server) FailHTTP(key string, status, times int) {
 	s.front.fail(key, status, times)
 }
 
+// SetLatency delays every request by d on top of Options.Latency, from the
+// next request on, until set again (0 ends it): a vCenter that slows down
+// for a while. ClearFaults does not end it.
+func (s *Server) SetLatency(d time.Duration) {
+	s.front.mu.Lock()
+	s.front.extra = max(d, 0)
+	s.front.mu.Unlock()
+}
+
 // ClearFaults removes every FailMethod, FaultInjector and FailHTTP rule.
 func (s *Server) ClearFaults() {
 	s.model.Service.ClearFaultRules()

@@ -677,6 +677,24 @@ func TestLatency(t *testing.T) {
 	}
 }
 
+// SetLatency slows every request down from then on, until set to 0.
+func TestSetLatency(t *testing.T) {
+	s := start(t, vcsim.Options{VMs: 1})
+	c := client(t, s)
+	s.SetLatency(300 * time.Millisecond)
+	begin := time.Now()
+	if vm := guestOf(t, c, "node-0"); vm.Guest.HostName != "node-0" {
+		t.Errorf("hostname %q", vm.Guest.HostName)
+	}
+	if took := time.Since(begin); took < 300*time.Millisecond {
+		t.Errorf("a request with 300ms of latency set answered after %v", took)
+	}
+	s.SetLatency(0)
+	if vm := guestOf(t, c, "node-0"); vm.Guest.HostName != "node-0" {
+		t.Errorf("after SetLatency(0): hostname %q", vm.Guest.HostName)
+	}
+}
+
 func TestCloseRemovesFiles(t *testing.T) {
 	ctx := testContext(t)
 	s, err := vcsim.Start(ctx, vcsim.Options{VMs: 1})
