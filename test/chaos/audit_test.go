@@ -14,7 +14,6 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/devenv"
 	"github.com/stratus-ccm/stratus/minicloud/api"
-	"github.com/stratus-ccm/stratus/minicloud/client"
 )
 
 // audit checks the end state against what the cluster asks for.
@@ -85,10 +84,10 @@ func (a *audit) final(ctx context.Context) result {
 		if d.id != "" {
 			// The instance still exists: deleting its Node was wrong
 			// whatever the record says.
-			if _, err := a.w.cl.GetInstance(ctx, d.id); err == nil {
+			if exists, err := a.w.ops.exists(ctx, d.id); err != nil {
+				r.problem("look up machine %s of deleted node %s: %v", d.id, d.name, err)
+			} else if exists {
 				wrong = true
-			} else if !client.IsNotFound(err) {
-				r.problem("get instance %s of deleted node %s: %v", d.id, d.name, err)
 			}
 		}
 		if wrong {
@@ -116,21 +115,20 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 		r.problem("list load balancers: %v", err)
 		return r
 	}
-	routes, err := w.prov.routes(ctx, w.c)
+	var routes []api.Route
+	if w.prov.routes != nil {
+		routes, err = w.prov.routes(ctx, w.c)
+		if err != nil {
+			r.problem("list routes: %v", err)
+			return r
+		}
+	}
+	instanceByID, err := w.ops.list(ctx)
 	if err != nil {
-		r.problem("list routes: %v", err)
+		r.problem("list machines: %v", err)
 		return r
 	}
-	instances, err := w.cl.ListInstances(ctx, client.ListOptions{})
-	if err != nil {
-		r.problem("list instances: %v", err)
-		return r
-	}
-	r.instancesAtEnd, r.lbsAtEnd, r.routesAtEnd = len(instances), len(lbs), len(routes)
-	instanceByID := map[string]api.Instance{}
-	for _, in := range instances {
-		instanceByID[in.ID] = in
-	}
+	r.instancesAtEnd, r.lbsAtEnd, r.routesAtEnd = len(instanceByID), len(lbs), len(routes)
 
 	w.mu.Lock()
 	machines := map[string]machine{}
@@ -177,7 +175,7 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 				r.problem("node %s: instance %s missing from the cloud, the test never deleted it", name, m.id)
 			}
 			if n.DeletionTimestamp == nil {
-				backends = append(backends, m.id)
+				backends = append(backends, w.ops.target(m))
 			}
 		}
 	}
@@ -206,7 +204,7 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 			r.problem("service %s: %d load balancers, want 1", svc.Name, len(mine))
 			continue
 		}
-		if bad := lbMismatch(&svc, &mine[0], backends); bad != "" {
+		if bad := lbMismatch(&svc, &mine[0], backends, !w.prov.noHealthCheck); bad != "" {
 			r.problem("service %s: load balancer %s: %s", svc.Name, mine[0].lb.ID, bad)
 			continue
 		}
@@ -226,7 +224,7 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 	// Routes: one per Node's pod CIDR to its instance, none for others.
 	wantRoutes := map[string]string{}
 	for name, m := range machines {
-		if n, ok := present[name]; ok && m.state != gone && n.Spec.PodCIDR != "" {
+		if n, ok := present[name]; ok && m.state != gone && n.Spec.PodCIDR != "" && w.prov.routes != nil {
 			wantRoutes[n.Spec.PodCIDR] = m.id
 		}
 	}
@@ -282,8 +280,9 @@ func (a *audit) check(ctx context.Context, traffic bool) result {
 	return r
 }
 
-// lbMismatch says how slb differs from what svc asks for, or "".
-func lbMismatch(svc *corev1.Service, slb *serviceLB, backends []string) string {
+// lbMismatch says how slb differs from what svc asks for, or "" (with
+// healthCheck, a Local Service's health check included).
+func lbMismatch(svc *corev1.Service, slb *serviceLB, backends []string, healthCheck bool) string {
 	lb := &slb.lb
 	if lb.State != api.LBActive {
 		return "state " + lb.State
@@ -318,7 +317,7 @@ func lbMismatch(svc *corev1.Service, slb *serviceLB, backends []string) string {
 	if !slices.Equal(wantRanges, haveRanges) {
 		return fmt.Sprintf("source ranges %v, want %v", haveRanges, wantRanges)
 	}
-	if svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
+	if healthCheck && svc.Spec.ExternalTrafficPolicy == corev1.ServiceExternalTrafficPolicyLocal {
 		if hc := lb.HealthCheck; hc == nil || hc.Protocol != api.ProtocolHTTP || hc.Port != int(svc.Spec.HealthCheckNodePort) {
 			return fmt.Sprintf("health check %+v, want HTTP on healthCheckNodePort %d", hc, svc.Spec.HealthCheckNodePort)
 		}
@@ -379,7 +378,11 @@ type report struct {
 	final          result
 	leaks          []string
 	secretsChecked int
+	extra          []reportRow // the provider's
 }
+
+// reportRow is one row of the report table.
+type reportRow struct{ what, result string }
 
 func (r report) markdown() string {
 	var b strings.Builder
@@ -401,7 +404,11 @@ func (r report) markdown() string {
 		kinds = append(kinds, fmt.Sprintf("%s ×%d", k, r.faults.steps[k]))
 	}
 	row("cloud faults", "steps of %s: %s", r.size.faultStep, strings.Join(kinds, "; "))
-	row("cloud answers faulted", "%d of %d requests answered 500, %d answered 429; %d instance listings emptied", r.faults.errors, r.faults.requests, r.faults.throttled, r.faults.emptied)
+	unauth := ""
+	if r.faults.unauthorized > 0 {
+		unauth = fmt.Sprintf(", %d answered 401", r.faults.unauthorized)
+	}
+	row("cloud answers faulted", "%d of %d requests answered 500, %d answered 429%s; %d instance listings emptied", r.faults.errors, r.faults.requests, r.faults.throttled, unauth, r.faults.emptied)
 	row("leader kills (SIGKILL)", "%d, every %s; failover %s", r.leaders.kills, r.size.killEvery, r.leaders.failoverSummary())
 	p := r.leaders.part
 	if p.done {
@@ -431,6 +438,9 @@ func (r report) markdown() string {
 	row("node deletions", "%d, of which wrongly deleted (instance existed): %d", f.nodeDeletions, f.wronglyDeleted)
 	row("routes", "%d of %d present, %d stale", f.routesPresent, f.routesWanted, f.stale)
 	row("credentials in logs", "%d found (%d secrets searched in every process's log)", len(r.leaks), r.secretsChecked)
+	for _, e := range r.extra {
+		row(e.what, "%s", e.result)
+	}
 	row("problems left", "%d", len(f.problems))
 	return b.String()
 }

@@ -46,6 +46,11 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
 	"github.com/stratus-ccm/stratus/pkg/annotations"
+
+	// The providers the replicas (this binary re-executed) may run, as
+	// stratus-ccm has them.
+	_ "github.com/stratus-ccm/stratus/providers/openstack"
+	_ "github.com/stratus-ccm/stratus/providers/vsphere"
 )
 
 // size is the shape of one chaos run.
@@ -174,7 +179,7 @@ func runChaos(t *testing.T, p *provider) {
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cloud := startCloud(t, filepath.Join(dir, "minicloud"), tokenFile, pools)
+	cloud := startCloud(t, filepath.Join(dir, "minicloud"), tokenFile, pools, p.cloudArgs...)
 	cl, err := client.New(cloud.url, token, client.WithUserAgent("stratus-chaos"))
 	if err != nil {
 		t.Fatal(err)
@@ -198,7 +203,7 @@ func runChaos(t *testing.T, p *provider) {
 	args := []string{
 		"--cluster-name=" + ns,
 		"--cluster-cidr=" + clusterCIDR,
-		"--configure-cloud-routes=true",
+		"--configure-cloud-routes=" + fmt.Sprint(p.routes != nil),
 		"--route-reconciliation-period=5s",
 		"--load-balancer-resync-period=30s",
 		"--leader-elect=true",
@@ -255,7 +260,7 @@ func runChaos(t *testing.T, p *provider) {
 	// The window: churn, cloud faults, leader kills and a partition at once.
 	winCtx, winCancel := context.WithTimeout(ctx, sz.window)
 	defer winCancel()
-	faults := &faultDriver{t: t, cloud: cloud, cl: cl, front: front, step: sz.faultStep, kinds: p.faultKinds(), extra: p.faults, listOp: p.listing.op, rng: rand.New(rand.NewPCG(*seed+1, *seed))}
+	faults := &faultDriver{t: t, cloud: cloud, cl: cl, front: front, step: sz.faultStep, kinds: p.faultKinds(), extra: p.faults, listOp: p.listing.op, reset: p.resetFaults, rng: rand.New(rand.NewPCG(*seed+1, *seed))}
 	// The partition falls halfway between two kills, once the leader killed
 	// last has had time to be replaced.
 	// The pause, likewise, a quarter into the window.
@@ -309,6 +314,9 @@ func runChaos(t *testing.T, p *provider) {
 		provider: p.name, size: sz, seed: *seed, full: *full, populate: w.stats.populate,
 		window: sz.window, churn: w.stats, faults: faults.stats(), leaders: leaders.stats(replicas),
 		converged: converged, convergeTime: convergeTime, atWindowEnd: a.atWindowEnd, final: final, leaks: leaks, secretsChecked: len(secrets),
+	}
+	if p.report != nil {
+		rep.extra = p.report(logs)
 	}
 	table := rep.markdown()
 	t.Logf("chaos report:\n%s", table)

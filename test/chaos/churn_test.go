@@ -25,8 +25,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stratus-ccm/stratus/internal/devenv"
-	"github.com/stratus-ccm/stratus/minicloud"
-	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 )
 
@@ -40,12 +38,16 @@ const (
 // machine is one node: its minicloud instance and its simulated kubelet.
 type machine struct {
 	name, id, ip string
-	seq          int
-	state        string
-	deletedAt    time.Time // when the test asked minicloud to delete the instance
-	history      []string  // what the test did to it, with times, for the audit's messages
-	cancel       context.CancelFunc
-	done         chan struct{}
+	// listenIP is where its kubelet's node ports listen when the machine's
+	// own IP is not on loopback (a peer network's VM); systemUUID is what
+	// its kubelet reports (vSphere finds VMs by it).
+	listenIP, systemUUID string
+	seq                  int
+	state                string
+	deletedAt            time.Time // when the test asked minicloud to delete the instance
+	history              []string  // what the test did to it, with times, for the audit's messages
+	cancel               context.CancelFunc
+	done                 chan struct{}
 }
 
 // churnStats counts what the churn did.
@@ -66,6 +68,7 @@ type world struct {
 	rng  *rand.Rand
 	c    *chaosCloud
 	prov *provider
+	ops  machineOps
 
 	mu        sync.Mutex
 	machines  map[string]*machine
@@ -113,7 +116,7 @@ type nodeDeletion struct {
 }
 
 func newWorld(t *testing.T, cs kubernetes.Interface, c *chaosCloud, p *provider, rng *rand.Rand) *world {
-	w := &world{t: t, cs: cs, cl: c.cl, ns: c.ns, rng: rng, c: c, prov: p, machines: map[string]*machine{}, services: map[string]bool{}}
+	w := &world{t: t, cs: cs, cl: c.cl, ns: c.ns, rng: rng, c: c, prov: p, ops: p.machines(c), machines: map[string]*machine{}, services: map[string]bool{}}
 	t.Cleanup(func() {
 		w.mu.Lock()
 		for _, m := range w.machines {
@@ -128,7 +131,7 @@ func newWorld(t *testing.T, cs kubernetes.Interface, c *chaosCloud, p *provider,
 }
 
 // cloudCall retries fn while the cloud fails transiently (injected faults,
-// the cloud down), for up to two minutes.
+// the cloud down; machineOps.retryable says), for up to two minutes.
 func (w *world) cloudCall(ctx context.Context, what string, fn func(context.Context) error) error {
 	var last error
 	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
@@ -136,7 +139,7 @@ func (w *world) cloudCall(ctx context.Context, what string, fn func(context.Cont
 		if last == nil {
 			return true, nil
 		}
-		if client.IsRetryable(last) {
+		if w.ops.retryable(last) {
 			w.mu.Lock()
 			w.stats.cloudRetries++
 			w.mu.Unlock()
@@ -309,17 +312,16 @@ func (w *world) join(ctx context.Context) error {
 	seq := w.seq
 	w.mu.Unlock()
 	name := fmt.Sprintf("chaos-%04d", seq)
-	var inst *api.Instance
-	err := w.cloudCall(ctx, "create instance "+name, func(ctx context.Context) error {
+	var info machineInfo
+	err := w.cloudCall(ctx, "create machine "+name, func(ctx context.Context) error {
 		var err error
-		inst, err = w.cl.CreateInstance(ctx, api.InstanceCreate{Name: name, Type: "mc.small", Zone: minicloud.Zones[seq%len(minicloud.Zones)]},
-			client.WithIdempotencyKey(name))
+		info, err = w.ops.create(ctx, name, seq)
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	m := &machine{name: name, id: inst.ID, ip: inst.PrivateIP, seq: seq, state: running}
+	m := &machine{name: name, id: info.id, ip: info.ip, listenIP: info.listenIP, systemUUID: info.systemUUID, seq: seq, state: running}
 	w.mu.Lock()
 	w.machines[name] = m
 	w.stats.joined++
@@ -339,7 +341,7 @@ func (w *world) runKubelet(ctx context.Context, m *machine) {
 	w.mu.Lock()
 	m.cancel, m.done = cancel, done
 	w.mu.Unlock()
-	k := &devenv.Kubelet{Name: m.name, IP: m.ip, Client: w.cs, Ports: w.ports}
+	k := &devenv.Kubelet{Name: m.name, IP: m.ip, ListenIP: m.listenIP, SystemUUID: m.systemUUID, Client: w.cs, Ports: w.ports}
 	w.kubeletWG.Add(1)
 	go func() {
 		defer w.kubeletWG.Done()
@@ -412,22 +414,13 @@ func (w *world) leave(ctx context.Context, name string) error {
 	w.stats.left++
 	w.mu.Unlock()
 	w.note(m, "deleting instance")
-	return w.cloudCall(ctx, "delete instance "+m.id, func(ctx context.Context) error {
-		err := w.cl.DeleteInstance(ctx, m.id)
-		if client.IsNotFound(err) {
-			return nil // a retry after the cloud applied it
-		}
-		return err
-	})
+	return w.cloudCall(ctx, "delete machine "+m.id, func(ctx context.Context) error { return w.ops.delete(ctx, m) })
 }
 
 // stop stops the instance and its kubelet: stratus must taint the Node, not delete it.
 func (w *world) stop(ctx context.Context, name string) error {
 	m := w.machine(name)
-	if err := w.cloudCall(ctx, "stop instance "+m.id, func(ctx context.Context) error {
-		_, err := w.cl.StopInstance(ctx, m.id)
-		return err
-	}); err != nil {
+	if err := w.cloudCall(ctx, "stop machine "+m.id, func(ctx context.Context) error { return w.ops.stop(ctx, m) }); err != nil {
 		return err
 	}
 	w.mu.Lock()
@@ -441,10 +434,7 @@ func (w *world) stop(ctx context.Context, name string) error {
 // start starts a stopped instance and its kubelet again.
 func (w *world) start(ctx context.Context, name string) error {
 	m := w.machine(name)
-	if err := w.cloudCall(ctx, "start instance "+m.id, func(ctx context.Context) error {
-		_, err := w.cl.StartInstance(ctx, m.id)
-		return err
-	}); err != nil {
+	if err := w.cloudCall(ctx, "start machine "+m.id, func(ctx context.Context) error { return w.ops.start(ctx, m) }); err != nil {
 		return err
 	}
 	w.mu.Lock()

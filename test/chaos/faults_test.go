@@ -30,6 +30,9 @@ var faultKinds = []string{faultErrors, faultThrottle, faultLatency, faultListFai
 // faultKinds are minicloud's fault kinds and then the provider's.
 func (p *provider) faultKinds() []string {
 	kinds := slices.Clone(faultKinds)
+	if p.cloudFaults != nil {
+		kinds = slices.Clone(p.cloudFaults)
+	}
 	for _, f := range p.faults {
 		kinds = append(kinds, f.kind)
 	}
@@ -50,12 +53,15 @@ type faultDriver struct {
 	// listOp is the operation minicloud faults the provider's instance
 	// listings under.
 	listOp string
+	// reset ends the provider's faults of the step before (nil: none).
+	reset func()
 
 	mu        sync.Mutex
 	steps     map[string]int
 	errors    int64 // 500s minicloud answered, over all its incarnations
 	throttled int64
 	requests  int64
+	unauth    int64 // 401s (Keystone rejecting tokens)
 }
 
 func (f *faultDriver) run(ctx context.Context) {
@@ -92,6 +98,9 @@ func (f *faultDriver) run(ctx context.Context) {
 }
 
 func (f *faultDriver) apply(ctx context.Context, kind string) {
+	if f.reset != nil {
+		f.reset()
+	}
 	f.front.setEmpty(kind == faultListEmpty)
 	var faults api.Faults
 	switch kind {
@@ -140,11 +149,15 @@ func (f *faultDriver) collectStats(ctx context.Context) {
 	f.errors += st.Errors
 	f.throttled += st.Throttled
 	f.requests += st.Total
+	f.unauth += st.Unauthorized
 	f.mu.Unlock()
 }
 
 // stop ends every fault: the cloud is up, answers fully and fails nothing.
 func (f *faultDriver) stop(ctx context.Context) {
+	if f.reset != nil {
+		f.reset()
+	}
 	f.front.setEmpty(false)
 	if err := faultsOff(ctx, f.cl); err != nil {
 		f.t.Fatalf("clear faults: %v", err)
@@ -155,6 +168,7 @@ type faultStats struct {
 	kinds                       []string
 	steps                       map[string]int
 	errors, throttled, requests int64
+	unauthorized                int64
 	emptied                     int
 }
 
@@ -162,7 +176,7 @@ func (f *faultDriver) stats() faultStats {
 	f.collectStats(context.Background())
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return faultStats{kinds: f.kinds, steps: f.steps, errors: f.errors, throttled: f.throttled, requests: f.requests, emptied: f.front.emptied()}
+	return faultStats{kinds: f.kinds, steps: f.steps, errors: f.errors, throttled: f.throttled, requests: f.requests, unauthorized: f.unauth, emptied: f.front.emptied()}
 }
 
 // leaderKiller kills the leader with SIGKILL every `every`; once, at

@@ -49,7 +49,7 @@ type cloudProcess struct {
 	logs []*testsupport.LockedBuffer // one per incarnation
 }
 
-func startCloud(t *testing.T, dir, tokenFile string, pools [3]string) *cloudProcess {
+func startCloud(t *testing.T, dir, tokenFile string, pools [3]string, extra ...string) *cloudProcess {
 	t.Helper()
 	port := testsupport.FreePort(t)
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
@@ -58,6 +58,7 @@ func startCloud(t *testing.T, dir, tokenFile string, pools [3]string) *cloudProc
 		"--instance-cidr=" + pools[0], "--public-cidr=" + pools[1], "--vip-cidr=" + pools[2],
 		"--lb-provision-delay=1s", "--openstack=false",
 	}}
+	c.args = append(c.args, extra...)
 	c.start()
 	t.Cleanup(c.kill)
 	return c

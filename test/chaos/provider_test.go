@@ -8,6 +8,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	mcprovider "github.com/stratus-ccm/stratus/providers/minicloud"
@@ -23,10 +24,15 @@ type provider struct {
 	name string
 	// short is the size of the run under `go test` (make test).
 	short size
+	// cloudArgs are added to minicloud's command line.
+	cloudArgs []string
 	// setup starts what the provider needs and returns, for each replica,
 	// the `providers:` list of its --config: replica i+1 reaches minicloud
 	// at its own front address, c.front.urls[i] (see perReplica).
 	setup func(t *testing.T, c *chaosCloud) []string
+	// machines makes, deletes, stops and starts the machines the churn's
+	// nodes run on.
+	machines func(c *chaosCloud) machineOps
 	// providerID is the provider ID of a Node on instance id.
 	providerID func(id string) string
 	// listing is how the provider lists every instance.
@@ -34,8 +40,17 @@ type provider struct {
 	// loadBalancers lists the cluster's load balancers as the audit checks
 	// them.
 	loadBalancers func(ctx context.Context, c *chaosCloud) ([]serviceLB, error)
-	// routes lists the cluster's routes.
+	// noHealthCheck: the provider's load balancers have no health check to
+	// audit.
+	noHealthCheck bool
+	// routes lists the cluster's routes (nil: the provider has none, the
+	// managers run no route controller).
 	routes func(ctx context.Context, c *chaosCloud) ([]api.Route, error)
+	// cloudFaults are the kinds of minicloud's faults the run applies (nil:
+	// all of faultKinds).
+	cloudFaults []string
+	// resetFaults ends the provider's faults (nil: it has none to end).
+	resetFaults func()
 	// faults are fault kinds beyond minicloud's, applied at their step; the
 	// minicloud faults each returns are set for the step.
 	faults []providerFault
@@ -43,7 +58,93 @@ type provider struct {
 	// those the run searches and saves.
 	secrets func(c *chaosCloud) map[string]string
 	logs    func() map[string]string
+	// report adds rows to the report, given every process's log.
+	report func(logs map[string]string) []reportRow
 }
+
+// machineOps is how a run drives its machines. Each call is retried by
+// the churn while retryable says its error is transient.
+type machineOps interface {
+	create(ctx context.Context, name string, seq int) (machineInfo, error)
+	delete(ctx context.Context, m *machine) error
+	stop(ctx context.Context, m *machine) error
+	start(ctx context.Context, m *machine) error
+	retryable(err error) bool
+	// exists says whether the machine of id exists; list gives the IDs of
+	// every machine.
+	exists(ctx context.Context, id string) (bool, error)
+	list(ctx context.Context) (map[string]bool, error)
+	// target is how a load balancer names m among its targets.
+	target(m machine) string
+}
+
+// machineInfo is what a new machine is.
+type machineInfo struct {
+	id, ip, listenIP, systemUUID string
+}
+
+// minicloudMachines are minicloud instances.
+type minicloudMachines struct{ cl *client.Client }
+
+func (o minicloudMachines) create(ctx context.Context, name string, seq int) (machineInfo, error) {
+	inst, err := o.cl.CreateInstance(ctx, api.InstanceCreate{Name: name, Type: "mc.small", Zone: minicloud.Zones[seq%len(minicloud.Zones)]},
+		client.WithIdempotencyKey(name))
+	if err != nil {
+		return machineInfo{}, err
+	}
+	return machineInfo{id: inst.ID, ip: inst.PrivateIP}, nil
+}
+
+func (o minicloudMachines) delete(ctx context.Context, m *machine) error {
+	err := o.cl.DeleteInstance(ctx, m.id)
+	if client.IsNotFound(err) {
+		return nil // a retry after the cloud applied it
+	}
+	return err
+}
+
+func (o minicloudMachines) stop(ctx context.Context, m *machine) error {
+	_, err := o.cl.StopInstance(ctx, m.id)
+	return err
+}
+
+func (o minicloudMachines) start(ctx context.Context, m *machine) error {
+	_, err := o.cl.StartInstance(ctx, m.id)
+	return err
+}
+
+// retryable: what the client says, and a 401 too: the test's token is
+// valid, only an injected fault (Keystone rejecting every token) refuses
+// it.
+func (o minicloudMachines) retryable(err error) bool {
+	return client.IsRetryable(err) || client.IsUnauthorized(err)
+}
+
+func (o minicloudMachines) exists(ctx context.Context, id string) (bool, error) {
+	_, err := o.cl.GetInstance(ctx, id)
+	if client.IsNotFound(err) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (o minicloudMachines) list(ctx context.Context) (map[string]bool, error) {
+	insts, err := o.cl.ListInstances(ctx, client.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	ids := make(map[string]bool, len(insts))
+	for _, in := range insts {
+		ids[in.ID] = true
+	}
+	return ids, nil
+}
+
+func (o minicloudMachines) target(m machine) string { return m.id }
+
+// onMinicloud is the machines of every provider whose nodes are minicloud
+// instances.
+func onMinicloud(c *chaosCloud) machineOps { return minicloudMachines{cl: c.cl} }
 
 // providerFault is a fault kind of one provider.
 type providerFault struct {
@@ -123,6 +224,7 @@ func minicloudProvider() *provider {
 `
 			})
 		},
+		machines:      onMinicloud,
 		providerID:    mcprovider.ProviderID,
 		listing:       minicloudListing,
 		loadBalancers: minicloudLoadBalancers,
