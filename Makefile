@@ -68,11 +68,25 @@ bench-plugin: kubebins build ## Benchmark stratus-ccm with its provider through 
 conformance: kubebins kubebins-vsphere kubebins-openstack build ## Run the provider conformance kit with every driver (the upstream providers as plugins); JUnit in .cache/conformance.xml, the matrix in docs/conformance.md.
 	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) bin/stratus conformance --junit .cache/conformance.xml --matrix docs/conformance.md $(ARGS)
 
-.PHONY: chaos
+# The chaos run make chaos runs (a -run pattern) and where its report and
+# logs go; chaos-vsphere, chaos-openstack and chaos-plugin run the others.
+CHAOS_RUN ?= ^TestChaos$$
+CHAOS_OUT ?= .cache/chaos
+
+.PHONY: chaos chaos-vsphere chaos-openstack chaos-plugin
 chaos: kubebins ## Run the chaos test at full size (replicas, churn, cloud faults, leader kills; long): report in .cache/chaos/report.md, logs in .cache/chaos/logs (ARGS="-chaos.nodes=100" to resize).
-	mkdir -p .cache/chaos
-	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) go test -count=1 -timeout 90m -run '^TestChaos$$' -v ./test/chaos \
-		-args -chaos.full -chaos.report=$(CURDIR)/.cache/chaos/report.md -chaos.logs=$(CURDIR)/.cache/chaos/logs $(ARGS)
+	mkdir -p $(CHAOS_OUT)
+	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) go test -count=1 -timeout 90m -run '$(CHAOS_RUN)' -v ./test/chaos \
+		-args -chaos.full -chaos.report=$(CURDIR)/$(CHAOS_OUT)/report.md -chaos.logs=$(CURDIR)/$(CHAOS_OUT)/logs $(ARGS)
+
+chaos-vsphere: ## The full chaos run with the vSphere provider on vcsim (minicloud load balancers): .cache/chaos/vsphere.
+	$(MAKE) chaos CHAOS_RUN='^TestChaosVSphere$$' CHAOS_OUT=.cache/chaos/vsphere
+
+chaos-openstack: ## The full chaos run with the OpenStack provider on minicloud's OpenStack dialect: .cache/chaos/openstack.
+	$(MAKE) chaos CHAOS_RUN='^TestChaosOpenStack$$' CHAOS_OUT=.cache/chaos/openstack
+
+chaos-plugin: ## The full chaos run with the provider in a plugin process killed and restarted: .cache/chaos/plugin.
+	$(MAKE) chaos CHAOS_RUN='^TestChaosPlugin$$' CHAOS_OUT=.cache/chaos/plugin
 
 FUZZTIME ?= 10m
 # -short: fuzz targets need no control plane, and without it every fuzz worker
