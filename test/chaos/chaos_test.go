@@ -135,9 +135,16 @@ func TestMain(m *testing.M) {
 	testenv.MainWith(m, map[string]string{"service-cluster-ip-range": serviceCIDR})
 }
 
-// Address pools of the chaos cloud: 127.251.0.0/16, a block neither
-// minicloudtest's random pools nor stratus dev's derived blocks use.
-var pools = [3]string{"127.251.0.0/18", "127.251.64.0/18", "127.251.128.0/17"}
+// Address pools of the chaos cloud: 127.<block>.0.0/16 (block 251 unless
+// the provider has its own, so that runs of different providers can share
+// the machine), a block neither minicloudtest's random pools nor stratus
+// dev's derived blocks use.
+func pools(block int) [3]string {
+	if block == 0 {
+		block = 251
+	}
+	return [3]string{fmt.Sprintf("127.%d.0.0/18", block), fmt.Sprintf("127.%d.64.0/18", block), fmt.Sprintf("127.%d.128.0/17", block)}
+}
 
 // managerConfig is the replicas' --config: the run's provider (whose
 // block sets a short instance-cache freshness, so that the deletion guard
@@ -179,7 +186,7 @@ func runChaos(t *testing.T, p *provider) {
 	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cloud := startCloud(t, filepath.Join(dir, "minicloud"), tokenFile, pools, p.cloudArgs...)
+	cloud := startCloud(t, filepath.Join(dir, "minicloud"), tokenFile, pools(p.block), p.cloudArgs...)
 	cl, err := client.New(cloud.url, token, client.WithUserAgent("stratus-chaos"))
 	if err != nil {
 		t.Fatal(err)

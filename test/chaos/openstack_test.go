@@ -63,6 +63,7 @@ func TestChaosOpenStack(t *testing.T) {
 	var lbc, nc *gophercloud.ServiceClient
 	p := &provider{
 		name:      "openstack (providers/openstack, minicloud's OpenStack dialect)",
+		block:     253,
 		short:     openstackShort,
 		cloudArgs: []string{"--openstack=true", "--openstack-token-ttl=" + openstackTokenTTL.String()},
 		setup: func(t *testing.T, c *chaosCloud) []string {

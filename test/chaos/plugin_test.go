@@ -42,6 +42,7 @@ func TestChaosPlugin(t *testing.T) {
 	pl := &pluginProc{t: t}
 	p := &provider{
 		name:  "minicloud through a plugin (stratus-ccm plugin serve)",
+		block: 254,
 		short: pluginShort,
 		setup: func(t *testing.T, c *chaosCloud) []string {
 			// A unix socket path must be short: not under t.TempDir.

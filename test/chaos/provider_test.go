@@ -24,6 +24,8 @@ type provider struct {
 	name string
 	// short is the size of the run under `go test` (make test).
 	short size
+	// block is the second octet of the run's loopback addresses (0: 251).
+	block int
 	// cloudArgs are added to minicloud's command line.
 	cloudArgs []string
 	// setup starts what the provider needs and returns, for each replica,
