@@ -17,8 +17,15 @@
 // Service, no Node was deleted while its instance existed, every route is
 // present, and no credential appears in any log. The result is a table.
 //
-// `go test ./test/chaos` runs a small window (part of make test);
-// `make chaos` runs the full one (see docs/reliability.md).
+// A run is parameterised by the managers' provider (provider_test.go):
+// TestChaos runs the minicloud provider, TestChaosVSphere the vSphere
+// provider on a simulated vCenter, TestChaosOpenStack the OpenStack
+// provider on minicloud's OpenStack dialect, TestChaosPlugin the minicloud
+// provider in a plugin process that is killed with SIGKILL.
+//
+// `go test ./test/chaos` runs small windows (part of make test);
+// `make chaos` (and chaos-vsphere, chaos-openstack, chaos-plugin) the full
+// ones (see docs/reliability.md).
 package chaos
 
 import (
@@ -250,7 +257,16 @@ func runChaos(t *testing.T, p *provider) {
 		t.Fatal(err)
 	}
 	cc.kube = cs
-	w := newWorld(t, cs, cc, p, rand.New(rand.NewPCG(*seed, *seed^0x5eed)))
+	// The control plane is the package's: the next run's managers must not
+	// find this run's Nodes (registered before newWorld's cleanup, so that
+	// it runs after the kubelets have stopped).
+	var w *world
+	t.Cleanup(func() {
+		if w != nil {
+			w.deleteNodes()
+		}
+	})
+	w = newWorld(t, cs, cc, p, rand.New(rand.NewPCG(*seed, *seed^0x5eed)))
 	w.watchDeletions(ctx)
 	if sz.healthCheckInterval != "" {
 		w.annotations = map[string]string{annotations.LBHealthCheckInterval.Name: sz.healthCheckInterval}

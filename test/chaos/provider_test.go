@@ -3,8 +3,14 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -183,6 +189,21 @@ type chaosCloud struct {
 	cloud                 *cloudProcess
 	cl                    *client.Client
 	front                 *cloudFront
+}
+
+// deleteNodes deletes the Nodes of every machine of the run, once its
+// kubelets have stopped.
+func (w *world) deleteNodes() {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	w.mu.Lock()
+	names := slices.Collect(maps.Keys(w.machines))
+	w.mu.Unlock()
+	for _, name := range names {
+		if err := w.cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			w.t.Errorf("delete node %s after the run: %v", name, err)
+		}
+	}
 }
 
 // minicloudListing is the native API's instance listing: an unfiltered

@@ -153,9 +153,9 @@ type vsphereMachines struct{ vc func() *vcsim.Server }
 func (o vsphereMachines) create(ctx context.Context, name string, _ int) (machineInfo, error) {
 	vm, err := o.vc().Create(ctx, vcsim.VMSpec{Name: name})
 	if err != nil {
-		// The simulator's faults also hit its in-process operations: a
-		// create cut short by one may have left a VM without its guest
-		// info. Destroy it, so that the retry creates it whole.
+		// The simulator's faults also hit its in-process operations:
+		// destroy whatever a failed create may have left, so that the
+		// retry starts from no VM of that name.
 		if derr := o.vc().Destroy(ctx, name); derr != nil && !errors.Is(derr, vcsim.ErrNotFound) {
 			return machineInfo{}, fmt.Errorf("%w (and destroying what it left: %v)", err, derr)
 		}
