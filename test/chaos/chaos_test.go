@@ -258,12 +258,12 @@ func runChaos(t *testing.T, p *provider) {
 	}
 	cc.kube = cs
 	// The control plane is the package's: the next run's managers must not
-	// find this run's Nodes (registered before newWorld's cleanup, so that
-	// it runs after the kubelets have stopped).
+	// find this run's Nodes and Services (registered before newWorld's
+	// cleanup, so that it runs after the kubelets have stopped).
 	var w *world
 	t.Cleanup(func() {
 		if w != nil {
-			w.deleteNodes()
+			w.cleanUp()
 		}
 	})
 	w = newWorld(t, cs, cc, p, rand.New(rand.NewPCG(*seed, *seed^0x5eed)))

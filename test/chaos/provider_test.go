@@ -11,6 +11,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"k8s.io/client-go/kubernetes"
 
@@ -191,9 +192,12 @@ type chaosCloud struct {
 	front                 *cloudFront
 }
 
-// deleteNodes deletes the Nodes of every machine of the run, once its
-// kubelets have stopped.
-func (w *world) deleteNodes() {
+// cleanUp deletes what the run leaves in the package's control plane once
+// its managers and kubelets have stopped: its machines' Nodes, and its
+// Services, whose load-balancer finalizers no manager will remove now.
+// Otherwise the next run's managers would find them (as Nodes to serve
+// and Services to give load balancers in their own cloud).
+func (w *world) cleanUp() {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	w.mu.Lock()
@@ -202,6 +206,22 @@ func (w *world) deleteNodes() {
 	for _, name := range names {
 		if err := w.cs.CoreV1().Nodes().Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 			w.t.Errorf("delete node %s after the run: %v", name, err)
+		}
+	}
+	svcs, err := w.cs.CoreV1().Services(w.ns).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Errorf("list services after the run: %v", err)
+		return
+	}
+	for _, svc := range svcs.Items {
+		if len(svc.Finalizers) > 0 {
+			_, err := w.cs.CoreV1().Services(w.ns).Patch(ctx, svc.Name, types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			if err != nil && !apierrors.IsNotFound(err) {
+				w.t.Errorf("remove the finalizers of service %s/%s after the run: %v", w.ns, svc.Name, err)
+			}
+		}
+		if err := w.cs.CoreV1().Services(w.ns).Delete(ctx, svc.Name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			w.t.Errorf("delete service %s/%s after the run: %v", w.ns, svc.Name, err)
 		}
 	}
 }
