@@ -289,6 +289,14 @@ func runChaos(t *testing.T, p *provider) {
 	// The pause, likewise, a quarter into the window.
 	partitionAt := (sz.window/2/sz.killEvery)*sz.killEvery + sz.killEvery/2
 	pauseAt := (sz.window/4/sz.killEvery)*sz.killEvery + sz.killEvery/2
+	if pauseAt == partitionAt {
+		// A window shorter than two kill periods (the other providers'
+		// short runs) would have both at once, and the second would wait
+		// out the first past the window's end: the pause comes early (the
+		// leader that populated the cluster leads) and the partition halfway
+		// through, both before the first kill.
+		pauseAt, partitionAt = sz.window/8, sz.window/2
+	}
 	leaders := &leaderKiller{t: t, replicas: replicas, front: front, every: sz.killEvery,
 		partitionAt: partitionAt, partitionFor: sz.partitionFor, pauseAt: pauseAt}
 	windowStart := time.Now()
