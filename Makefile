@@ -85,7 +85,7 @@ chaos-vsphere: ## The full chaos run with the vSphere provider on vcsim (miniclo
 chaos-openstack: ## The full chaos run with the OpenStack provider on minicloud's OpenStack dialect: .cache/chaos/openstack.
 	$(MAKE) chaos CHAOS_RUN='^TestChaosOpenStack$$' CHAOS_OUT=.cache/chaos/openstack
 
-chaos-plugin: ## The full chaos run with the provider in a plugin process killed and restarted: .cache/chaos/plugin.
+chaos-plugin: ## The full chaos run with the provider in plugin processes (one per replica) killed and restarted: .cache/chaos/plugin.
 	$(MAKE) chaos CHAOS_RUN='^TestChaosPlugin$$' CHAOS_OUT=.cache/chaos/plugin
 
 FUZZTIME ?= 10m

@@ -21,7 +21,9 @@
 // TestChaos runs the minicloud provider, TestChaosVSphere the vSphere
 // provider on a simulated vCenter, TestChaosOpenStack the OpenStack
 // provider on minicloud's OpenStack dialect, TestChaosPlugin the minicloud
-// provider in a plugin process that is killed with SIGKILL.
+// provider in plugin processes (one per replica) killed with SIGKILL.
+// Every run's replicas reach the cloud each at its own cloud-front
+// address with its own config.
 //
 // `go test ./test/chaos` runs small windows (part of make test);
 // `make chaos` (and chaos-vsphere, chaos-openstack, chaos-plugin) the full
