@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/vmware/govmomi/vim25/types"
+
 	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/internal/vcsim"
 	"github.com/stratus-ccm/stratus/minicloud"
@@ -181,11 +183,27 @@ func (o vsphereMachines) delete(ctx context.Context, m *machine) error {
 }
 
 func (o vsphereMachines) stop(ctx context.Context, m *machine) error {
-	return o.vc().PowerOff(ctx, m.name)
+	return o.power(ctx, m, o.vc().PowerOff, types.VirtualMachinePowerStatePoweredOff)
 }
 
 func (o vsphereMachines) start(ctx context.Context, m *machine) error {
-	return o.vc().PowerOn(ctx, m.name)
+	return o.power(ctx, m, o.vc().PowerOn, types.VirtualMachinePowerStatePoweredOn)
+}
+
+// power powers m off or on. A failed attempt may have gone through (the
+// task ran, but waiting for it read its state through the property reads
+// the faults hit), and the retry would then fail for ever on a VM already
+// in that state (InvalidPowerState): a VM found in the state wanted is
+// done, as a deletion retried on a VM already gone.
+func (o vsphereMachines) power(ctx context.Context, m *machine, op func(context.Context, string) error, want types.VirtualMachinePowerState) error {
+	err := op(ctx, m.name)
+	if err == nil {
+		return nil
+	}
+	if vm, verr := o.vc().VM(ctx, m.name); verr == nil && vm.PowerState == want {
+		return nil
+	}
+	return err
 }
 
 // retryable: the run's own operations go in process; what fails there is
