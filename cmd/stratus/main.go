@@ -15,11 +15,11 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stratus-ccm/stratus/internal/cli/bench"
-	"github.com/stratus-ccm/stratus/internal/cli/conformance"
-	"github.com/stratus-ccm/stratus/internal/cli/dev"
-	"github.com/stratus-ccm/stratus/internal/cli/minicloud"
-	"github.com/stratus-ccm/stratus/internal/cli/vcsim"
+	"github.com/stratus-ccm/stratus/internal/cli/benchcmd"
+	"github.com/stratus-ccm/stratus/internal/cli/conformancecmd"
+	"github.com/stratus-ccm/stratus/internal/cli/devcmd"
+	"github.com/stratus-ccm/stratus/internal/cli/minicloudcmd"
+	"github.com/stratus-ccm/stratus/internal/cli/vcsimcmd"
 )
 
 func main() {
@@ -39,11 +39,11 @@ func newCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(minicloud.NewCommand())
-	root.AddCommand(vcsim.NewCommand())
-	root.AddCommand(dev.NewCommand())
-	root.AddCommand(bench.NewCommand())
-	root.AddCommand(bench.NewPluginCommand())
-	root.AddCommand(conformance.NewCommand())
+	root.AddCommand(minicloudcmd.NewCommand())
+	root.AddCommand(vcsimcmd.NewCommand())
+	root.AddCommand(devcmd.NewCommand())
+	root.AddCommand(benchcmd.NewCommand())
+	root.AddCommand(benchcmd.NewPluginCommand())
+	root.AddCommand(conformancecmd.NewCommand())
 	return root
 }

@@ -319,7 +319,7 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		if sc.short {
 			res.Runs = o.Repeats
 		}
-		for _, m := range []manager{upstream, stratus} {
+		for _, m := range []manager{upstream, stratusCCM} {
 			if len(o.Managers) > 0 && !slices.Contains(o.Managers, string(m)) {
 				continue
 			}

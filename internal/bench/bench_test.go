@@ -74,7 +74,7 @@ func TestQuickRunsEveryScenario(t *testing.T) {
 				t.Errorf("%s: missing metrics: upstream %v, stratus %v", s.Name, s.Upstream, s.Stratus)
 			}
 			// Only the memory scenario takes heap profiles, of both managers.
-			for _, m := range []manager{upstream, stratus} {
+			for _, m := range []manager{upstream, stratusCCM} {
 				top, ok := s.HeapProfiles[string(m)]
 				if want := name == "memory"; ok != want {
 					t.Errorf("%s: %s heap profile taken: %v, want %v", name, m, ok, want)

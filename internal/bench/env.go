@@ -20,8 +20,8 @@ import (
 type manager string
 
 const (
-	upstream manager = "upstream"
-	stratus  manager = "stratus"
+	upstream   manager = "upstream"
+	stratusCCM manager = "stratus"
 )
 
 // env is one scenario run: a control plane, a minicloud and a manager.

@@ -48,7 +48,7 @@ func (r *Report) WriteLadderChart(path string) error {
 		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 		p.Legend.Top, p.Legend.Left = true, true
 		var lines []any
-		for _, m := range []manager{upstream, stratus} {
+		for _, m := range []manager{upstream, stratusCCM} {
 			pts := ladderPoints(sideOf(res, m), f.metric)
 			if len(pts) == 0 {
 				continue

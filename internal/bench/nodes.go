@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
-	cloudapi "k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
@@ -151,7 +151,7 @@ func (e *env) registerNodes(ctx context.Context, names []string) error {
 func (e *env) registerNode(ctx context.Context, name string) error {
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{corev1.LabelHostname: name}},
-		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 	}
 	if _, err := e.kube.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("create node %s: %w", name, err)
@@ -189,7 +189,7 @@ func (e *env) waitInitialized(ctx context.Context, want int) error {
 		}
 		n := 0
 		for _, node := range nodes.Items {
-			if node.Spec.ProviderID != "" && !hasTaint(&node, cloudapi.TaintExternalCloudProvider) {
+			if node.Spec.ProviderID != "" && !hasTaint(&node, cloudproviderapi.TaintExternalCloudProvider) {
 				n++
 			}
 		}

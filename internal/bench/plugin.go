@@ -23,8 +23,8 @@ import (
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 	"github.com/stratus-ccm/stratus/pkg/plugin"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 	mcprovider "github.com/stratus-ccm/stratus/providers/minicloud"
 )
 
@@ -120,7 +120,7 @@ func RunPlugin(ctx context.Context, o Options, calls int) (*PluginReport, error)
 	logger := log.FromContext(ctx)
 	for _, sc := range selected(pluginScenarios) {
 		res := PluginResult{Name: sc.name, Params: sc.params(o.Sizes)}
-		for _, m := range []manager{stratus, stratusPlugin} {
+		for _, m := range []manager{stratusCCM, stratusPlugin} {
 			logger.Info("running", "scenario", sc.name, "manager", m)
 			met, _, err := runOne(ctx, o, sc, m)
 			if ctx.Err() != nil {
@@ -133,7 +133,7 @@ func RunPlugin(ctx context.Context, o Options, calls int) (*PluginReport, error)
 				res.Errors[string(m)] = err.Error()
 				logger.Error(err, "scenario failed", "scenario", sc.name, "manager", m)
 			}
-			if m == stratus {
+			if m == stratusCCM {
 				res.InProcess = met
 			} else {
 				res.Plugin = met
@@ -288,7 +288,7 @@ func measureCalls(ctx context.Context, o Options, calls int) ([]CallOverhead, er
 			return err
 		}},
 		{"ListInstances", fmt.Sprintf("%d instances", listed), func(ctx context.Context, p cloudprovider.Interface) error {
-			l, ok := v2(p).(pcp.InstanceLister)
+			l, ok := v2(p).(stratus.InstanceLister)
 			if !ok {
 				return errors.New("no instance lister")
 			}

@@ -69,11 +69,11 @@ func (r *Report) Markdown() string {
 				verdict = "both 0"
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", s.Name, params, k,
-				num(up, okU)+s.spread(string(upstream), k), num(st, okS)+s.spread(string(stratus), k), num(ratio, okR), verdict)
+				num(up, okU)+s.spread(string(upstream), k), num(st, okS)+s.spread(string(stratusCCM), k), num(ratio, okR), verdict)
 		}
 	}
 	for _, s := range r.Scenarios {
-		for _, m := range []manager{upstream, stratus} {
+		for _, m := range []manager{upstream, stratusCCM} {
 			if top, ok := s.HeapProfiles[string(m)]; ok {
 				fmt.Fprintf(&b, "\n%s, %s: heap profile at the peak (in use, top %d):\n\n```\n%s\n```\n", s.Name, m, heapTopNodes, top)
 			}

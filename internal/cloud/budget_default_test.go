@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 const limitedType = "stratus-test-limited"
@@ -33,7 +33,7 @@ func (l *limitedCloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) { retur
 
 func (l *limitedCloud) EnsureLoadBalancer(ctx context.Context, _ string, _ *v1.Service, _ []*v1.Node) (*v1.LoadBalancerStatus, error) {
 	for range 3 {
-		pcp.CountRequest(ctx)
+		stratus.CountRequest(ctx)
 	}
 	return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "192.0.2.1"}}}, nil
 }

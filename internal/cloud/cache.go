@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stratus-ccm/stratus/internal/cloud/instanceindex"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // creationSlack allows for the second granularity of creation timestamps and for
@@ -42,7 +42,7 @@ type instanceCache struct {
 type snapshot struct {
 	*instanceindex.Index
 	startedAt time.Time
-	list      []pcp.Instance
+	list      []stratus.Instance
 	// fingerprint is fingerprintInstances(list), to tell whether the next
 	// listing changed anything.
 	fingerprint string
@@ -55,7 +55,7 @@ func newInstanceCache(p *Provider, freshness time.Duration) *instanceCache {
 	return &instanceCache{p: p, freshness: freshness}
 }
 
-func newSnapshot(startedAt time.Time, list []pcp.Instance) *snapshot {
+func newSnapshot(startedAt time.Time, list []stratus.Instance) *snapshot {
 	return &snapshot{Index: instanceindex.New(list), startedAt: startedAt, list: list, fingerprint: fingerprintInstances(list)}
 }
 
@@ -66,8 +66,8 @@ func (s *snapshot) fresh(notBefore time.Time) bool {
 }
 
 // instances returns a copy of the listing.
-func (s *snapshot) instances() []pcp.Instance {
-	out := make([]pcp.Instance, len(s.list))
+func (s *snapshot) instances() []stratus.Instance {
+	out := make([]stratus.Instance, len(s.list))
 	for i, inst := range s.list {
 		out[i] = inst
 		out[i].Metadata = *copyMetadata(&inst.Metadata)
@@ -126,7 +126,7 @@ func (c *instanceCache) knownGone(node *v1.Node) bool {
 // lookup returns the node's instance, nil when it does not exist, ErrEmptyListing
 // when the listing is empty, or the listing's error. Its errors name neither the
 // provider nor the node: the Provider method that asked adds them, once.
-func (c *instanceCache) lookup(ctx context.Context, node *v1.Node) (*pcp.Instance, error) {
+func (c *instanceCache) lookup(ctx context.Context, node *v1.Node) (*stratus.Instance, error) {
 	start := c.p.clock.Now()
 	snap, listed, err := c.get(ctx, c.freshSince(start))
 	if err != nil {

@@ -9,11 +9,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // Pauses after throttling: the default when the cloud did not say how long to
@@ -27,7 +27,7 @@ const (
 // context's priority, makes the call, records metrics, and retries throttled
 // (after the pause the cloud asked for, applied to the whole provider) and
 // transient errors (with jittered exponential backoff) up to p's retry limit.
-// Every other error, api.RetryError included, is returned unchanged, at once.
+// Every other error, cloudproviderapi.RetryError included, is returned unchanged, at once.
 func call[T any](ctx context.Context, p *Provider, method string, fn func(context.Context) (T, error)) (T, error) {
 	prio := PriorityFrom(ctx)
 	var last error // the previous attempt's error, when retrying
@@ -46,9 +46,9 @@ func call[T any](ctx context.Context, p *Provider, method string, fn func(contex
 		start := p.clock.Now()
 		budgetWait.WithLabelValues(p.name, prio.String()).Observe(start.Sub(queued).Seconds())
 		// The grant paid for one request; a provider that counts its
-		// requests (pcp.CountRequest) pays for the others after the call.
+		// requests (stratus.CountRequest) pays for the others after the call.
 		var requests atomic.Int64
-		v, err := fn(pcp.WithRequestCounter(ctx, func() { requests.Add(1) }))
+		v, err := fn(stratus.WithRequestCounter(ctx, func() { requests.Add(1) }))
 		p.budget.charge(int(requests.Load()) - 1)
 		release()
 		requestDuration.WithLabelValues(p.name, method).Observe(p.clock.Since(start).Seconds())
@@ -58,7 +58,7 @@ func call[T any](ctx context.Context, p *Provider, method string, fn func(contex
 			return v, nil
 		}
 
-		var throttled *pcp.ThrottledError
+		var throttled *stratus.ThrottledError
 		var backoff time.Duration
 		switch {
 		case errors.As(err, &throttled):
@@ -71,7 +71,7 @@ func call[T any](ctx context.Context, p *Provider, method string, fn func(contex
 			// waits for it in the budget queue like everybody else.
 			p.budget.pause(pause)
 			log.FromContext(ctx).V(2).Info("Cloud API throttled; pausing provider", "provider", p.name, "method", method, "pause", pause)
-		case pcp.IsTransient(err):
+		case stratus.IsTransient(err):
 			backoff = wait.Jitter(p.retryBackoff<<min(attempt, 10), 0.5)
 		default:
 			p.observeOutcome(err)
@@ -111,8 +111,8 @@ func sleepCtx(ctx context.Context, clk clock.Clock, d time.Duration) error {
 
 // outcome is the metric label of a call's result.
 func outcome(err error) string {
-	var retry *api.RetryError
-	var throttled *pcp.ThrottledError
+	var retry *cloudproviderapi.RetryError
+	var throttled *stratus.ThrottledError
 	switch {
 	case err == nil:
 		return OutcomeSuccess
@@ -126,7 +126,7 @@ func outcome(err error) string {
 		return OutcomeNotImplemented
 	case errors.Is(err, cloudprovider.ImplementedElsewhere):
 		return OutcomeImplementedElsewhere
-	case pcp.IsTransient(err):
+	case stratus.IsTransient(err):
 		return OutcomeTransient
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return OutcomeCanceled

@@ -8,11 +8,11 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // ensure runs EnsureLoadBalancer through p in the background while driving the
@@ -44,9 +44,9 @@ func TestThrottlingIsHonouredByWaiting(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
 	retryAfter := 5 * time.Second
 	cloud := newScriptedLB("test",
-		pcp.Throttled(retryAfter, errors.New("429 Too Many Requests")),
-		pcp.Throttled(retryAfter, nil),
-		pcp.Throttled(retryAfter, nil))
+		stratus.Throttled(retryAfter, errors.New("429 Too Many Requests")),
+		stratus.Throttled(retryAfter, nil),
+		stratus.Throttled(retryAfter, nil))
 	p := NewProvider(name, cloud, WithClock(clk), WithBudget(BudgetConfig{Rate: 100, Burst: 100, MaxRetries: 5}))
 	throttledBefore := counter(throttledTotal.WithLabelValues(name))
 	start := clk.Now()
@@ -105,12 +105,12 @@ func TestThrottlingGivesUpAfterMaxRetries(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
 	errs := make([]error, 10)
 	for i := range errs {
-		errs[i] = pcp.Throttled(time.Second, nil)
+		errs[i] = stratus.Throttled(time.Second, nil)
 	}
 	cloud := newScriptedLB("test", errs...)
 	p := NewProvider(uniqueName("throttle-limit-test"), cloud, WithClock(clk), WithBudget(BudgetConfig{Rate: 100, Burst: 100, MaxRetries: 2}))
 	_, err := ensure(t, p, clk)
-	var throttled *pcp.ThrottledError
+	var throttled *stratus.ThrottledError
 	if !errors.As(err, &throttled) {
 		t.Fatalf("err = %v, want a *ThrottledError", err)
 	}
@@ -124,7 +124,7 @@ func TestThrottlingGivesUpAfterMaxRetries(t *testing.T) {
 func TestRetryErrorPassesThrough(t *testing.T) {
 	name := uniqueName("retryerror-test")
 	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
-	retry := api.NewRetryError("load balancer is provisioning", 30*time.Second)
+	retry := cloudproviderapi.NewRetryError("load balancer is provisioning", 30*time.Second)
 	cloud := newScriptedLB("test", retry)
 	p := NewProvider(name, cloud, WithClock(clk))
 	lb, _ := p.LoadBalancer()
@@ -153,8 +153,8 @@ func TestRetries(t *testing.T) {
 		wantCalls int32
 		wantErr   error
 	}{
-		{"transient then success", []error{pcp.Transient(boom), pcp.Transient(boom)}, 3, nil},
-		{"transient past the limit", []error{pcp.Transient(boom), pcp.Transient(boom), pcp.Transient(boom), pcp.Transient(boom)}, 4, boom},
+		{"transient then success", []error{stratus.Transient(boom), stratus.Transient(boom)}, 3, nil},
+		{"transient past the limit", []error{stratus.Transient(boom), stratus.Transient(boom), stratus.Transient(boom), stratus.Transient(boom)}, 4, boom},
 		{"permanent error", []error{boom}, 1, boom},
 		{"instance not found", []error{cloudprovider.InstanceNotFound}, 1, cloudprovider.InstanceNotFound},
 		{"implemented elsewhere", []error{cloudprovider.ImplementedElsewhere}, 1, cloudprovider.ImplementedElsewhere},
@@ -232,7 +232,7 @@ func TestWrappedCapabilitiesAreBudgeted(t *testing.T) {
 // A caller that gives up while waiting out a throttling pause still learns why.
 func TestAbandonedThrottledCallKeepsCause(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Unix(1_000_000, 0))
-	cloud := newScriptedLB("test", pcp.Throttled(time.Hour, nil))
+	cloud := newScriptedLB("test", stratus.Throttled(time.Hour, nil))
 	p := NewProvider(uniqueName("throttle-abandon-test"), cloud, WithClock(clk))
 	lb, _ := p.LoadBalancer()
 	ctx, cancel := context.WithCancel(t.Context())
@@ -244,7 +244,7 @@ func TestAbandonedThrottledCallKeepsCause(t *testing.T) {
 	eventually(t, "the call to wait out the pause", clk.HasWaiters)
 	cancel()
 	err := <-done
-	var throttled *pcp.ThrottledError
+	var throttled *stratus.ThrottledError
 	if !errors.As(err, &throttled) || !errors.Is(err, context.Canceled) {
 		t.Errorf("err = %v, want both the ThrottledError and context.Canceled", err)
 	}

@@ -6,8 +6,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 	"github.com/stratus-ccm/stratus/pkg/plugin"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // Config is the composition part of the manager configuration file: which providers
@@ -100,11 +100,11 @@ const (
 )
 
 // fromProvider returns b with a zero rate (and burst) taken from the
-// provider's own request limit (pcp.RequestLimiter), when it has one: a
+// provider's own request limit (stratus.RequestLimiter), when it has one: a
 // budget below it would waste the account's limit, one above it would queue
 // calls in the provider instead of in the budget's priority order.
 func (b BudgetConfig) fromProvider(raw cloudprovider.Interface) BudgetConfig {
-	rl, ok := raw.(pcp.RequestLimiter)
+	rl, ok := raw.(stratus.RequestLimiter)
 	if !ok || b.Rate != 0 {
 		return b
 	}

@@ -14,9 +14,9 @@
 //   - the request budget: a prioritized token bucket shared by all controllers
 //     (the priority of a call comes from its context, WithPriority), a cap on
 //     concurrent calls, a provider-wide pause when the cloud throttles
-//     (pkg/cloudprovider.ThrottledError), and retries of throttled and transient
+//     (pkg/stratus.ThrottledError), and retries of throttled and transient
 //     errors. api.RetryError and every other error reach the caller unchanged;
-//   - the instance cache, fed by pkg/cloudprovider.InstanceLister when the provider
+//   - the instance cache, fed by pkg/stratus.InstanceLister when the provider
 //     has it, with concurrent listings coalesced; a failed listing is an error and
 //     an empty one gives ErrEmptyListing, never "the instance does not exist";
 //   - Prometheus metrics on controller-runtime's registry, labelled with the

@@ -8,14 +8,14 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/fake"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // lbListingCloud implements LoadBalancerLister on the provider object.
 type lbListingCloud struct{ *fake.Cloud }
 
-func (lbListingCloud) ListLoadBalancers(_ context.Context, cluster string) ([]pcp.LoadBalancerRef, error) {
-	return []pcp.LoadBalancerRef{{Name: "lb-" + cluster, ServiceNamespace: "default", ServiceName: "web"}}, nil
+func (lbListingCloud) ListLoadBalancers(_ context.Context, cluster string) ([]stratus.LoadBalancerRef, error) {
+	return []stratus.LoadBalancerRef{{Name: "lb-" + cluster, ServiceNamespace: "default", ServiceName: "web"}}, nil
 }
 
 // v2ListingCloud implements InstanceLister on its InstancesV2 only.
@@ -27,8 +27,8 @@ func (c v2ListingCloud) InstancesV2() (cloudprovider.InstancesV2, bool) {
 
 type v2Lister struct{ *fake.Cloud }
 
-func (v2Lister) ListInstances(context.Context) ([]pcp.Instance, error) {
-	return []pcp.Instance{instance("a", false)}, nil
+func (v2Lister) ListInstances(context.Context) ([]stratus.Instance, error) {
+	return []stratus.Instance{instance("a", false)}, nil
 }
 
 // The wrapped provider still offers the providers' extension interfaces, found on
@@ -42,7 +42,7 @@ func TestExtensionInterfacesSurviveWrapping(t *testing.T) {
 	if !ok || err != nil {
 		t.Fatalf("ListLoadBalancers = ok %v, err %v", ok, err)
 	}
-	want := []pcp.LoadBalancerRef{{Name: "lb-kubernetes", ServiceNamespace: "default", ServiceName: "web"}}
+	want := []stratus.LoadBalancerRef{{Name: "lb-kubernetes", ServiceNamespace: "default", ServiceName: "web"}}
 	if diff := cmp.Diff(want, refs); diff != "" {
 		t.Errorf("refs (-want +got):\n%s", diff)
 	}

@@ -19,7 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/stratus-ccm/stratus/internal/testsupport"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // eventually is testsupport.Eventually for this package's conditions, which
@@ -158,19 +158,19 @@ func (s *scriptedLB) ensured() []string {
 type listingCloud struct {
 	*fake.Cloud
 	mu        sync.Mutex
-	instances []pcp.Instance
+	instances []stratus.Instance
 	err       error
 	lists     atomic.Int32
 	gate      chan struct{} // nil: do not block
 }
 
-var _ pcp.InstanceLister = (*listingCloud)(nil)
+var _ stratus.InstanceLister = (*listingCloud)(nil)
 
-func newListingCloud(instances ...pcp.Instance) *listingCloud {
+func newListingCloud(instances ...stratus.Instance) *listingCloud {
 	return &listingCloud{Cloud: &fake.Cloud{Provider: "test", EnableInstancesV2: true}, instances: instances}
 }
 
-func (l *listingCloud) ListInstances(ctx context.Context) ([]pcp.Instance, error) {
+func (l *listingCloud) ListInstances(ctx context.Context) ([]stratus.Instance, error) {
 	l.lists.Add(1)
 	if l.gate != nil {
 		select {
@@ -181,17 +181,17 @@ func (l *listingCloud) ListInstances(ctx context.Context) ([]pcp.Instance, error
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]pcp.Instance(nil), l.instances...), l.err
+	return append([]stratus.Instance(nil), l.instances...), l.err
 }
 
-func (l *listingCloud) set(err error, instances ...pcp.Instance) {
+func (l *listingCloud) set(err error, instances ...stratus.Instance) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.instances, l.err = instances, err
 }
 
-func instance(name string, shutdown bool) pcp.Instance {
-	return pcp.Instance{
+func instance(name string, shutdown bool) stratus.Instance {
+	return stratus.Instance{
 		Name:     name,
 		Shutdown: shutdown,
 		Metadata: cloudprovider.InstanceMetadata{

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // Change is something a provider's layer learned that can change a controller's
@@ -179,7 +179,7 @@ func (p *Provider) ListedProviderID(node *v1.Node) string {
 
 // fingerprintInstances is what a listing says about existence and power state,
 // to tell whether a new listing changed anything a controller acts on.
-func fingerprintInstances(list []pcp.Instance) string {
+func fingerprintInstances(list []stratus.Instance) string {
 	keys := make([]string, 0, len(list))
 	for i := range list {
 		k := list[i].Metadata.ProviderID
@@ -198,14 +198,14 @@ func fingerprintInstances(list []pcp.Instance) string {
 // watchBackoff bounds the restarts of a provider's instance watch.
 var watchBackoff = wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.2, Steps: 8, Cap: 2 * time.Minute}
 
-// WatchInstances runs the provider's instance watch (pkg/cloudprovider
+// WatchInstances runs the provider's instance watch (pkg/stratus
 // InstanceWatcher) until ctx ends, restarting it with a backoff when it fails.
 // Every change it reports makes the instance cache list again (a watcher's
 // listing costs no cloud call) and tells the subscribers. It returns at once for
 // providers without a watch. The manager runs it on the leader.
 func (p *Provider) WatchInstances(ctx context.Context) {
 	lister, _ := p.instanceLister()
-	w, ok := lister.(pcp.InstanceWatcher)
+	w, ok := lister.(stratus.InstanceWatcher)
 	if !ok || p.cache == nil {
 		return
 	}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/cloud-provider/fake"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // changes records what a provider told its subscribers.
@@ -160,7 +160,7 @@ func TestKnownGoneFromInstanceExists(t *testing.T) {
 // calls in a row that failed with transient errors. One failure among
 // successes is no outage.
 func TestRecoveredAfterOutage(t *testing.T) {
-	down := pcp.Transient(errors.New("connection refused"))
+	down := stratus.Transient(errors.New("connection refused"))
 	// Each Ensure is retried maxRetries times by the layer; with no retries,
 	// every failure is one final outcome.
 	lb := newScriptedLB("test", down, nil, down, down, down, nil, nil)
@@ -176,7 +176,7 @@ func TestRecoveredAfterOutage(t *testing.T) {
 		if err == nil {
 			continue
 		}
-		if !pcp.IsTransient(err) {
+		if !stratus.IsTransient(err) {
 			t.Fatalf("err = %v, want transient", err)
 		}
 	}
@@ -201,7 +201,7 @@ type watchingCloud struct {
 	fail    error // returned at once by the next WatchInstances
 }
 
-var _ pcp.InstanceWatcher = (*watchingCloud)(nil)
+var _ stratus.InstanceWatcher = (*watchingCloud)(nil)
 
 func (w *watchingCloud) WatchInstances(ctx context.Context, changed func()) error {
 	w.mu.Lock()

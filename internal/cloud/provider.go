@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // Provider is one configured provider as the controllers see it. It implements
@@ -408,10 +408,10 @@ func (p *Provider) providerIDV1(ctx context.Context, node *v1.Node) (string, err
 }
 
 // ListInstances lists all instances when the provider, or its InstancesV2,
-// implements pcp.InstanceLister; ok is false when it does not. The listing is the
+// implements stratus.InstanceLister; ok is false when it does not. The listing is the
 // instance cache's: no older than its freshness window, and shared with concurrent
 // callers (one cloud listing for all).
-func (p *Provider) ListInstances(ctx context.Context) (instances []pcp.Instance, ok bool, err error) {
+func (p *Provider) ListInstances(ctx context.Context) (instances []stratus.Instance, ok bool, err error) {
 	if p.cache == nil {
 		return nil, false, nil
 	}
@@ -422,12 +422,12 @@ func (p *Provider) ListInstances(ctx context.Context) (instances []pcp.Instance,
 	return snap.instances(), true, nil
 }
 
-func (p *Provider) instanceLister() (pcp.InstanceLister, bool) {
-	if l, ok := p.raw.(pcp.InstanceLister); ok {
+func (p *Provider) instanceLister() (stratus.InstanceLister, bool) {
+	if l, ok := p.raw.(stratus.InstanceLister); ok {
 		return l, true
 	}
 	if v2, ok := p.instancesV2(); ok {
-		if l, ok := v2.(pcp.InstanceLister); ok {
+		if l, ok := v2.(stratus.InstanceLister); ok {
 			return l, true
 		}
 	}
@@ -435,19 +435,19 @@ func (p *Provider) instanceLister() (pcp.InstanceLister, bool) {
 }
 
 // ListLoadBalancers lists the load balancers the provider created for clusterName
-// when the provider, or its LoadBalancer, implements pcp.LoadBalancerLister; ok is
+// when the provider, or its LoadBalancer, implements stratus.LoadBalancerLister; ok is
 // false when it does not. The call goes through the request budget.
-func (p *Provider) ListLoadBalancers(ctx context.Context, clusterName string) (lbs []pcp.LoadBalancerRef, ok bool, err error) {
-	var lister pcp.LoadBalancerLister
-	if l, isLister := p.raw.(pcp.LoadBalancerLister); isLister {
+func (p *Provider) ListLoadBalancers(ctx context.Context, clusterName string) (lbs []stratus.LoadBalancerRef, ok bool, err error) {
+	var lister stratus.LoadBalancerLister
+	if l, isLister := p.raw.(stratus.LoadBalancerLister); isLister {
 		lister = l
 	} else if lb, supported := p.raw.LoadBalancer(); supported {
-		lister, _ = lb.(pcp.LoadBalancerLister)
+		lister, _ = lb.(stratus.LoadBalancerLister)
 	}
 	if lister == nil {
 		return nil, false, nil
 	}
-	lbs, err = call(ctx, p, "ListLoadBalancers", func(ctx context.Context) ([]pcp.LoadBalancerRef, error) {
+	lbs, err = call(ctx, p, "ListLoadBalancers", func(ctx context.Context) ([]stratus.LoadBalancerRef, error) {
 		return lister.ListLoadBalancers(ctx, clusterName)
 	})
 	return lbs, true, err

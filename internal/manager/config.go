@@ -18,7 +18,7 @@ const (
 	ConfigKind       = "ManagerConfig"
 )
 
-// ManagerConfig is the --config file: the provider composition (cloud.Config,
+// Config is the --config file (kind ManagerConfig): the provider composition (cloud.Config,
 // inline) and settings that have no upstream flag.
 //
 //	apiVersion: stratus.io/v1alpha1
@@ -29,7 +29,7 @@ const (
 //	  cloudConfigFile: /etc/stratus/aws.conf
 //	defaultNodeProvider: aws
 //	shutdownGracePeriod: 30s
-type ManagerConfig struct {
+type Config struct {
 	metav1.TypeMeta `json:",inline"`
 	// Config is the provider composition: providers, defaults, routesProvider.
 	cloud.Config `json:",inline"`
@@ -85,7 +85,7 @@ var ErrConfig = errors.New("invalid --config file")
 // LoadConfig reads and validates the ManagerConfig at path. Unknown fields, a
 // wrong apiVersion or kind, and invalid values are errors naming the file and the
 // field.
-func LoadConfig(path string) (*ManagerConfig, error) {
+func LoadConfig(path string) (*Config, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrConfig, path, err)
@@ -100,8 +100,8 @@ func LoadConfig(path string) (*ManagerConfig, error) {
 // ParseConfig decodes a ManagerConfig strictly (unknown and duplicate fields are
 // errors) and validates it. Every error names the YAML path of the bad value
 // (e.g. `route.resyncPeriod: invalid duration "1x": ...`).
-func ParseConfig(data []byte) (*ManagerConfig, error) {
-	var cfg ManagerConfig
+func ParseConfig(data []byte) (*Config, error) {
+	var cfg Config
 	if err := strictyaml.Unmarshal(data, &cfg); err != nil {
 		return nil, err
 	}
@@ -112,7 +112,7 @@ func ParseConfig(data []byte) (*ManagerConfig, error) {
 }
 
 // validate checks the stratus-only fields and the composition.
-func (c *ManagerConfig) validate() error {
+func (c *Config) validate() error {
 	var errs []error
 	if c.APIVersion != ConfigAPIVersion {
 		errs = append(errs, fmt.Errorf("apiVersion: want %q, got %q", ConfigAPIVersion, c.APIVersion))

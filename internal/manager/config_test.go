@@ -17,7 +17,7 @@ func TestParseConfig(t *testing.T) {
 		name    string
 		yaml    string
 		wantErr []string
-		check   func(t *testing.T, c *manager.ManagerConfig)
+		check   func(t *testing.T, c *manager.Config)
 	}{
 		{
 			name: "full",
@@ -38,7 +38,7 @@ route:
   resyncPeriod: 3m
   maxConcurrentOps: 10
 `,
-			check: func(t *testing.T, c *manager.ManagerConfig) {
+			check: func(t *testing.T, c *manager.Config) {
 				if len(c.Providers) != 1 || c.Providers[0].Type != "fake" || c.Providers[0].LoadBalancerClasses[0] != "example.com/lb" {
 					t.Errorf("providers = %+v", c.Providers)
 				}

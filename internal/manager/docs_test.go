@@ -44,7 +44,7 @@ func TestConfigFieldsDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	keys := jsonKeys(reflect.TypeFor[ManagerConfig](), "", map[reflect.Type]bool{})
+	keys := jsonKeys(reflect.TypeFor[Config](), "", map[reflect.Type]bool{})
 	if len(keys) < 20 {
 		t.Fatalf("found only %d keys (%v): the walk is broken", len(keys), keys)
 	}

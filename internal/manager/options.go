@@ -402,7 +402,7 @@ func (featureGates) Type() string { return "mapStringBool" }
 
 // Validate checks every flag and returns all problems at once, each naming its
 // flag. cfg is the loaded --config file, or nil.
-func (o *Options) Validate(cfg *ManagerConfig) error {
+func (o *Options) Validate(cfg *Config) error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 

@@ -228,13 +228,13 @@ func TestValidate(t *testing.T) {
 // TestValidateWithConfig covers the interplay of --cloud-provider and the
 // providers of --config.
 func TestValidateWithConfig(t *testing.T) {
-	composed := &ManagerConfig{}
+	composed := &Config{}
 	composed.Providers = append(composed.Providers, cloud.ProviderConfig{Name: "a", Type: "fake"})
-	settingsOnly := &ManagerConfig{}
+	settingsOnly := &Config{}
 	for _, tc := range []struct {
 		name    string
 		args    []string
-		cfg     *ManagerConfig
+		cfg     *Config
 		wantErr string
 	}{
 		{name: "providers from config", args: nil, cfg: composed},

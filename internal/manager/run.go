@@ -40,7 +40,7 @@ var ErrLeaderElectionLost = errors.New("leader election lost")
 // configuration is invalid.
 func Run(ctx context.Context, o *Options) error {
 	logger := log.FromContext(ctx).WithName("manager")
-	var cfg *ManagerConfig
+	var cfg *Config
 	if o.ConfigFile != "" {
 		var err error
 		if cfg, err = LoadConfig(o.ConfigFile); err != nil {
@@ -146,7 +146,7 @@ func (o *Options) delegationConfig(main *rest.Config) (*rest.Config, error) {
 
 // buildClouds opens the providers: the --config composition, or the single
 // --cloud-provider with --cloud-config.
-func (o *Options) buildClouds(cfg *ManagerConfig) (*cloud.Set, error) {
+func (o *Options) buildClouds(cfg *Config) (*cloud.Set, error) {
 	cc := cloud.FromFlags(o.CloudProvider, o.CloudConfig)
 	if cfg != nil && len(cfg.Providers) > 0 {
 		cc = cfg.Config
@@ -172,7 +172,7 @@ func providerNames(clouds *cloud.Set) []string {
 // newManager builds the controller-runtime manager with leader election, the
 // secure server, and the runnable that initializes the providers and starts the
 // controllers once this replica leads.
-func (o *Options) newManager(ctx context.Context, restCfg *rest.Config, cfg *ManagerConfig, clouds *cloud.Set, logger logr.Logger, onLeaseTaken func(holder string)) (manager.Manager, error) {
+func (o *Options) newManager(ctx context.Context, restCfg *rest.Config, cfg *Config, clouds *cloud.Set, logger logr.Logger, onLeaseTaken func(holder string)) (manager.Manager, error) {
 	grace := DefaultShutdownGracePeriod
 	if cfg != nil && cfg.ShutdownGracePeriod != nil && cfg.ShutdownGracePeriod.Duration > 0 {
 		grace = cfg.ShutdownGracePeriod.Duration
@@ -249,7 +249,7 @@ func (o *Options) resyncPeriod() time.Duration {
 // informers — upstream's order.
 type controllerStarter struct {
 	opts    *Options
-	cfg     *ManagerConfig
+	cfg     *Config
 	mgr     manager.Manager
 	clouds  *cloud.Set
 	restCfg *rest.Config

@@ -17,7 +17,7 @@ import (
 // and calls its Add.
 type controllerEntry struct {
 	name string
-	add  func(mgr manager.Manager, clouds *cloud.Set, o *Options, cfg *ManagerConfig, log logr.Logger) (bool, error)
+	add  func(mgr manager.Manager, clouds *cloud.Set, o *Options, cfg *Config, log logr.Logger) (bool, error)
 }
 
 // controllerTable lists the controllers in start order.
@@ -28,7 +28,7 @@ var controllerTable = []controllerEntry{
 	{NodeRouteController, addRouteController},
 }
 
-func addNodeController(mgr manager.Manager, clouds *cloud.Set, o *Options, _ *ManagerConfig, _ logr.Logger) (bool, error) {
+func addNodeController(mgr manager.Manager, clouds *cloud.Set, o *Options, _ *Config, _ logr.Logger) (bool, error) {
 	return node.Add(mgr, clouds, node.Options{
 		Workers:               o.ConcurrentNodeSyncs,
 		StatusUpdateWorkers:   o.ConcurrentNodeStatusUpdates,
@@ -36,7 +36,7 @@ func addNodeController(mgr manager.Manager, clouds *cloud.Set, o *Options, _ *Ma
 	})
 }
 
-func addNodeLifecycleController(mgr manager.Manager, clouds *cloud.Set, o *Options, cfg *ManagerConfig, _ logr.Logger) (bool, error) {
+func addNodeLifecycleController(mgr manager.Manager, clouds *cloud.Set, o *Options, cfg *Config, _ logr.Logger) (bool, error) {
 	opts := nodelifecycle.Options{
 		MonitorPeriod:       o.NodeMonitorPeriod,
 		DeletionGracePeriod: o.NodeDeletionGracePeriod,
@@ -67,7 +67,7 @@ func longestCacheFreshness(providers []cloud.ProviderConfig) time.Duration {
 	return longest
 }
 
-func addServiceController(mgr manager.Manager, clouds *cloud.Set, o *Options, cfg *ManagerConfig, _ logr.Logger) (bool, error) {
+func addServiceController(mgr manager.Manager, clouds *cloud.Set, o *Options, cfg *Config, _ logr.Logger) (bool, error) {
 	opts := service.Options{ClusterName: o.ClusterName, ResyncPeriod: o.LoadBalancerResyncPeriod, Workers: o.ConcurrentServiceSyncs}
 	if cfg != nil {
 		if d := cfg.Service.NodeUpdateWindow; d != nil {
@@ -80,7 +80,7 @@ func addServiceController(mgr manager.Manager, clouds *cloud.Set, o *Options, cf
 	return service.Add(mgr, clouds, opts)
 }
 
-func addRouteController(mgr manager.Manager, clouds *cloud.Set, o *Options, cfg *ManagerConfig, log logr.Logger) (bool, error) {
+func addRouteController(mgr manager.Manager, clouds *cloud.Set, o *Options, cfg *Config, log logr.Logger) (bool, error) {
 	if !o.ConfigureCloudRoutes {
 		log.Info("route controller not started: --configure-cloud-routes=false")
 		return false, nil

@@ -8,7 +8,7 @@
 // balancer's settings, check traffic and make the cloud fail). Run then
 // builds the provider by its registered name from a cloud config and runs
 // every Scenario whose needs the provider and driver meet: instances, load
-// balancers, routes, the pkg/cloudprovider extensions, and end to end
+// balancers, routes, the pkg/stratus extensions, and end to end
 // through stratus's controllers on a real control plane. Each scenario
 // passes, fails with what was expected and what came, or is skipped with
 // the reason. WriteTable and WriteJUnit render the Report.

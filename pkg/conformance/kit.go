@@ -21,7 +21,7 @@ import (
 	"k8s.io/controller-manager/pkg/clientbuilder"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // DefaultTimeout is how long a scenario waits for the cloud to reach a
@@ -218,10 +218,10 @@ type kit struct {
 	serial int
 
 	inst     cloudprovider.InstancesV2 // nil without InstancesV2 or Instances + Zones
-	lister   pcp.InstanceLister
-	watcher  pcp.InstanceWatcher
+	lister   stratus.InstanceLister
+	watcher  stratus.InstanceWatcher
 	lb       cloudprovider.LoadBalancer
-	lbLister pcp.LoadBalancerLister
+	lbLister stratus.LoadBalancerLister
 	routes   cloudprovider.Routes
 
 	lbd     LoadBalancerDriver
@@ -238,7 +238,7 @@ func newKit(cfg *Config, raw cloudprovider.Interface, kube kubernetes.Interface)
 	k := &kit{cfg: cfg, raw: raw, kube: kube, runID: hex.EncodeToString(b)}
 	if v2, ok := raw.InstancesV2(); ok && v2 != nil {
 		k.inst = v2
-		k.lister, _ = v2.(pcp.InstanceLister)
+		k.lister, _ = v2.(stratus.InstanceLister)
 	} else if _, ok := raw.Instances(); ok {
 		if _, ok := raw.Zones(); ok {
 			// internal/cloud assembles InstancesV2 answers from Instances
@@ -247,15 +247,15 @@ func newKit(cfg *Config, raw cloudprovider.Interface, kube kubernetes.Interface)
 			k.inst = cloud.NewProvider(cfg.Provider, interfaceOnly{raw})
 		}
 	}
-	if l, ok := raw.(pcp.InstanceLister); ok {
+	if l, ok := raw.(stratus.InstanceLister); ok {
 		k.lister = l
 	}
-	k.watcher, _ = k.lister.(pcp.InstanceWatcher)
+	k.watcher, _ = k.lister.(stratus.InstanceWatcher)
 	if lb, ok := raw.LoadBalancer(); ok && lb != nil {
 		k.lb = lb
-		k.lbLister, _ = lb.(pcp.LoadBalancerLister)
+		k.lbLister, _ = lb.(stratus.LoadBalancerLister)
 	}
-	if l, ok := raw.(pcp.LoadBalancerLister); ok {
+	if l, ok := raw.(stratus.LoadBalancerLister); ok {
 		k.lbLister = l
 	}
 	if r, ok := raw.Routes(); ok && r != nil {
@@ -328,11 +328,11 @@ func (k *kit) lacks(n Need) string {
 		}
 	case NeedInstanceLister:
 		if k.lister == nil {
-			return "the provider does not implement pkg/cloudprovider.InstanceLister"
+			return "the provider does not implement pkg/stratus.InstanceLister"
 		}
 	case NeedInstanceWatcher:
 		if k.watcher == nil {
-			return "the provider does not implement pkg/cloudprovider.InstanceWatcher"
+			return "the provider does not implement pkg/stratus.InstanceWatcher"
 		}
 	case NeedLoadBalancer:
 		if k.lb == nil {
@@ -340,7 +340,7 @@ func (k *kit) lacks(n Need) string {
 		}
 	case NeedLoadBalancerLister:
 		if k.lb != nil && k.lbLister == nil {
-			return "the provider does not implement pkg/cloudprovider.LoadBalancerLister"
+			return "the provider does not implement pkg/stratus.LoadBalancerLister"
 		}
 	case NeedLoadBalancerDriver:
 		if k.lb != nil && k.lbd == nil {

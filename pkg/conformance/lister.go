@@ -7,10 +7,10 @@ import (
 	"strings"
 	"sync/atomic"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
-// listerScenarios check pcp.InstanceLister and pcp.InstanceWatcher: a
+// listerScenarios check stratus.InstanceLister and stratus.InstanceWatcher: a
 // listing agrees with the per-node answers and the feed reports changes.
 func listerScenarios() []Scenario {
 	l := []Need{NeedInstances, NeedInstanceLister}
@@ -153,7 +153,7 @@ func watchReports(op func(context.Context, *env, *Machine) error) func(context.C
 }
 
 // listed returns m's entry in a listing.
-func (e *env) listed(ctx context.Context, m *Machine) (*pcp.Instance, error) {
+func (e *env) listed(ctx context.Context, m *Machine) (*stratus.Instance, error) {
 	all, err := e.lister.ListInstances(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("ListInstances: expected a listing, got error %w", err)
@@ -166,11 +166,11 @@ func (e *env) listed(ctx context.Context, m *Machine) (*pcp.Instance, error) {
 }
 
 // indexOf finds m in a listing by provider ID, else by name.
-func indexOf(all []pcp.Instance, m *Machine) int {
+func indexOf(all []stratus.Instance, m *Machine) int {
 	if m.Want.ProviderID != "" {
-		if i := slices.IndexFunc(all, func(in pcp.Instance) bool { return in.Metadata.ProviderID == m.Want.ProviderID }); i >= 0 {
+		if i := slices.IndexFunc(all, func(in stratus.Instance) bool { return in.Metadata.ProviderID == m.Want.ProviderID }); i >= 0 {
 			return i
 		}
 	}
-	return slices.IndexFunc(all, func(in pcp.Instance) bool { return in.Name == m.Node.Name })
+	return slices.IndexFunc(all, func(in stratus.Instance) bool { return in.Name == m.Node.Name })
 }

@@ -13,16 +13,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/uuid"
-	"k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // otherCluster is the cluster name of load balancers and routes that
 // belong to someone else.
 const otherCluster = "conformance-other"
 
-// loadBalancerScenarios check LoadBalancer and pcp.LoadBalancerLister.
+// loadBalancerScenarios check LoadBalancer and stratus.LoadBalancerLister.
 func loadBalancerScenarios() []Scenario {
 	lb := []Need{NeedLoadBalancer}
 	lbd := []Need{NeedLoadBalancer, NeedLoadBalancerDriver}
@@ -422,7 +422,7 @@ func (e *env) mirror(ctx context.Context, svc *v1.Service) error {
 	return nil
 }
 
-// rebuilt is svc as stratus rebuilds it from a pcp.LoadBalancerRef.
+// rebuilt is svc as stratus rebuilds it from a stratus.LoadBalancerRef.
 func rebuilt(svc *v1.Service) *v1.Service {
 	r := &v1.Service{}
 	r.Namespace, r.Name, r.UID = svc.Namespace, svc.Name, svc.UID
@@ -465,7 +465,7 @@ func (e *env) ensure(ctx context.Context, cluster string, svc *v1.Service, nodes
 	err := e.eventually(ctx, func(ctx context.Context) error {
 		var err error
 		st, err = e.lb.EnsureLoadBalancer(ctx, cluster, svc, nodes)
-		var retry *api.RetryError
+		var retry *cloudproviderapi.RetryError
 		if errors.As(err, &retry) {
 			return err
 		}
@@ -491,7 +491,7 @@ func (e *env) update(ctx context.Context, svc *v1.Service, nodes []*v1.Node) err
 	var final error
 	err := e.eventually(ctx, func(ctx context.Context) error {
 		err := e.lb.UpdateLoadBalancer(ctx, e.cfg.ClusterName, svc, nodes)
-		var retry *api.RetryError
+		var retry *cloudproviderapi.RetryError
 		if errors.As(err, &retry) {
 			return err
 		}
@@ -710,7 +710,7 @@ func (e *env) reaches(ctx context.Context, st *v1.LoadBalancerStatus, port int32
 }
 
 // listedRef returns svc's entry in this cluster's listing.
-func (e *env) listedRef(ctx context.Context, svc *v1.Service) (*pcp.LoadBalancerRef, error) {
+func (e *env) listedRef(ctx context.Context, svc *v1.Service) (*stratus.LoadBalancerRef, error) {
 	refs, err := e.lbLister.ListLoadBalancers(ctx, e.cfg.ClusterName)
 	if err != nil {
 		return nil, fmt.Errorf("ListLoadBalancers: %w", err)
@@ -727,8 +727,8 @@ func (e *env) listedRef(ctx context.Context, svc *v1.Service) (*pcp.LoadBalancer
 }
 
 // refsOf returns the references to svc's UID.
-func refsOf(refs []pcp.LoadBalancerRef, svc *v1.Service) []pcp.LoadBalancerRef {
-	var out []pcp.LoadBalancerRef
+func refsOf(refs []stratus.LoadBalancerRef, svc *v1.Service) []stratus.LoadBalancerRef {
+	var out []stratus.LoadBalancerRef
 	for _, r := range refs {
 		if r.ServiceUID == svc.UID || (r.ServiceUID == types.UID("") && r.ServiceName == svc.Name && r.ServiceNamespace == svc.Namespace) {
 			out = append(out, r)

@@ -26,7 +26,7 @@ import (
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/yaml"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 	pb "github.com/stratus-ccm/stratus/proto/stratus/provider/v1"
 )
 
@@ -119,7 +119,7 @@ func ParseConfig(r io.Reader) (Config, error) {
 
 // ErrUnavailable is wrapped by the errors of calls made while the plugin
 // cannot be reached (down, restarting, re-checking its capabilities). They
-// are transient (pcp.IsTransient): the cloud layer retries them, and a
+// are transient (stratus.IsTransient): the cloud layer retries them, and a
 // controller treats them like any cloud error, never as "not found".
 var ErrUnavailable = errors.New("the plugin is unavailable")
 
@@ -338,7 +338,7 @@ func (c *Client) ready(ctx context.Context) error {
 	case c.sem <- struct{}{}:
 		defer func() { <-c.sem }()
 	case <-ctx.Done():
-		return pcp.Transient(fmt.Errorf("plugin %s: waiting for its capabilities: %w: %w", c.addr, ErrUnavailable, ctx.Err()))
+		return stratus.Transient(fmt.Errorf("plugin %s: waiting for its capabilities: %w: %w", c.addr, ErrUnavailable, ctx.Err()))
 	}
 	lost = c.lost.Load()
 	if chk := c.checked.Load(); chk.lost == lost {
@@ -380,7 +380,7 @@ func (c *Client) mapErr(ctx context.Context, method string, err error) error {
 	}
 	switch st.Code() {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled, codes.Aborted, codes.ResourceExhausted:
-		return pcp.Transient(fmt.Errorf("plugin %s: %s: %w: %s", c.addr, method, ErrUnavailable, st.Message()))
+		return stratus.Transient(fmt.Errorf("plugin %s: %s: %w: %s", c.addr, method, ErrUnavailable, st.Message()))
 	case codes.Unimplemented:
 		return fmt.Errorf("plugin %s: %s: %w: the plugin claims the capability but does not implement the method: %s", c.addr, method, ErrProtocol, st.Message())
 	default:
@@ -445,7 +445,7 @@ func (c *Client) LoadBalancer() (cloudprovider.LoadBalancer, bool) { return c.lb
 func (c *Client) Instances() (cloudprovider.Instances, bool) { return c.inst, c.inst != nil }
 
 // InstancesV2 is the plugin's InstancesV2, when it supports one; it also
-// implements pcp.InstanceLister and pcp.InstanceWatcher when the plugin does.
+// implements stratus.InstanceLister and stratus.InstanceWatcher when the plugin does.
 func (c *Client) InstancesV2() (cloudprovider.InstancesV2, bool) { return c.v2, c.v2 != nil }
 
 // Zones is the plugin's Zones, when it supports them.
@@ -528,16 +528,16 @@ func (i instancesV2) InstanceMetadata(ctx context.Context, node *v1.Node) (*clou
 
 type instanceLister struct{ instancesV2 }
 
-// ListInstances is pcp.InstanceLister: a failed call is an error, never an
+// ListInstances is stratus.InstanceLister: a failed call is an error, never an
 // empty listing.
-func (l instanceLister) ListInstances(ctx context.Context) ([]pcp.Instance, error) {
+func (l instanceLister) ListInstances(ctx context.Context) ([]stratus.Instance, error) {
 	resp, err := invoke(ctx, l.c, "ListInstances", func(ctx context.Context) (*pb.ListInstancesResponse, error) {
 		return l.c.rpc.ListInstances(ctx, &pb.ListInstancesRequest{})
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]pcp.Instance, 0, len(resp.Instances))
+	out := make([]stratus.Instance, 0, len(resp.Instances))
 	for i, in := range resp.Instances {
 		inst, err := fromInstance(fmt.Sprintf("instances[%d]", i), in)
 		if err != nil {
@@ -550,7 +550,7 @@ func (l instanceLister) ListInstances(ctx context.Context) ([]pcp.Instance, erro
 
 type instanceWatcher struct{ instanceLister }
 
-// WatchInstances is pcp.InstanceWatcher. It calls changed for every message
+// WatchInstances is stratus.InstanceWatcher. It calls changed for every message
 // of the plugin's stream and when the stream breaks (what was listed may be
 // out of date), and returns the stream's error; nil only when ctx ended.
 func (w instanceWatcher) WatchInstances(ctx context.Context, changed func()) error {
@@ -683,16 +683,16 @@ func (l loadBalancer) EnsureLoadBalancerDeleted(ctx context.Context, clusterName
 
 type loadBalancerLister struct{ loadBalancer }
 
-// ListLoadBalancers is pcp.LoadBalancerLister: a failed call is an error,
+// ListLoadBalancers is stratus.LoadBalancerLister: a failed call is an error,
 // never an empty listing.
-func (l loadBalancerLister) ListLoadBalancers(ctx context.Context, clusterName string) ([]pcp.LoadBalancerRef, error) {
+func (l loadBalancerLister) ListLoadBalancers(ctx context.Context, clusterName string) ([]stratus.LoadBalancerRef, error) {
 	resp, err := invoke(ctx, l.c, "ListLoadBalancers", func(ctx context.Context) (*pb.ListLoadBalancersResponse, error) {
 		return l.c.rpc.ListLoadBalancers(ctx, &pb.ListLoadBalancersRequest{ClusterName: proto.String(clusterName)})
 	})
 	if err != nil {
 		return nil, err
 	}
-	out := make([]pcp.LoadBalancerRef, 0, len(resp.LoadBalancers))
+	out := make([]stratus.LoadBalancerRef, 0, len(resp.LoadBalancers))
 	for i, r := range resp.LoadBalancers {
 		ref, err := fromLoadBalancerRef(fmt.Sprintf("load_balancers[%d]", i), r)
 		if err != nil {

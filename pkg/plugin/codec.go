@@ -14,9 +14,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 	pb "github.com/stratus-ccm/stratus/proto/stratus/provider/v1"
 )
 
@@ -175,7 +175,7 @@ func fromMetadata(field string, m *pb.InstanceMetadata) (*cloudprovider.Instance
 	return md, nil
 }
 
-func toInstance(in pcp.Instance) *pb.Instance {
+func toInstance(in stratus.Instance) *pb.Instance {
 	out := &pb.Instance{
 		Name:        proto.String(in.Name),
 		Metadata:    toMetadata(&in.Metadata),
@@ -189,15 +189,15 @@ func toInstance(in pcp.Instance) *pb.Instance {
 	return out
 }
 
-func fromInstance(field string, in *pb.Instance) (pcp.Instance, error) {
+func fromInstance(field string, in *pb.Instance) (stratus.Instance, error) {
 	if in.Name == nil || in.Shutdown == nil || in.Metadata == nil || in.Metadata.ProviderId == nil {
-		return pcp.Instance{}, fmt.Errorf("%s: name, shutdown and metadata.provider_id are required", field)
+		return stratus.Instance{}, fmt.Errorf("%s: name, shutdown and metadata.provider_id are required", field)
 	}
 	md, err := fromMetadata(field+".metadata", in.Metadata)
 	if err != nil {
-		return pcp.Instance{}, err
+		return stratus.Instance{}, err
 	}
-	out := pcp.Instance{
+	out := stratus.Instance{
 		Name:        in.GetName(),
 		Metadata:    *md,
 		Shutdown:    in.GetShutdown(),
@@ -210,7 +210,7 @@ func fromInstance(field string, in *pb.Instance) (pcp.Instance, error) {
 	return out, nil
 }
 
-func toLoadBalancerRef(r pcp.LoadBalancerRef) (*pb.LoadBalancerRef, error) {
+func toLoadBalancerRef(r stratus.LoadBalancerRef) (*pb.LoadBalancerRef, error) {
 	status, err := encodeStatus(r.Status)
 	if err != nil {
 		return nil, fmt.Errorf("encode status of load balancer %s: %w", r.Name, err)
@@ -225,15 +225,15 @@ func toLoadBalancerRef(r pcp.LoadBalancerRef) (*pb.LoadBalancerRef, error) {
 	}, nil
 }
 
-func fromLoadBalancerRef(field string, r *pb.LoadBalancerRef) (pcp.LoadBalancerRef, error) {
+func fromLoadBalancerRef(field string, r *pb.LoadBalancerRef) (stratus.LoadBalancerRef, error) {
 	if r.Name == nil || r.ServiceNamespace == nil || r.ServiceName == nil || r.ServiceUid == nil {
-		return pcp.LoadBalancerRef{}, fmt.Errorf("%s: name, service_namespace, service_name and service_uid are required", field)
+		return stratus.LoadBalancerRef{}, fmt.Errorf("%s: name, service_namespace, service_name and service_uid are required", field)
 	}
 	status, err := decodeStatus(field+".status", r.Status)
 	if err != nil {
-		return pcp.LoadBalancerRef{}, err
+		return stratus.LoadBalancerRef{}, err
 	}
-	return pcp.LoadBalancerRef{
+	return stratus.LoadBalancerRef{
 		Name:             r.GetName(),
 		ServiceNamespace: r.GetServiceNamespace(),
 		ServiceName:      r.GetServiceName(),
@@ -282,8 +282,8 @@ func fromRoute(field string, r *pb.Route) (*cloudprovider.Route, error) {
 // cloud layer classifies outcomes.
 func toError(err error) *pb.Error {
 	e := &pb.Error{Kind: pb.Error_KIND_PLAIN, Message: proto.String(err.Error())}
-	var throttled *pcp.ThrottledError
-	var retry *api.RetryError
+	var throttled *stratus.ThrottledError
+	var retry *cloudproviderapi.RetryError
 	switch {
 	case errors.As(err, &throttled):
 		e.Kind = pb.Error_KIND_THROTTLED
@@ -299,7 +299,7 @@ func toError(err error) *pb.Error {
 		e.Kind = pb.Error_KIND_NOT_IMPLEMENTED
 	case errors.Is(err, cloudprovider.ImplementedElsewhere):
 		e.Kind = pb.Error_KIND_IMPLEMENTED_ELSEWHERE
-	case pcp.IsTransient(err):
+	case stratus.IsTransient(err):
 		e.Kind = pb.Error_KIND_TRANSIENT
 	}
 	return e
@@ -360,11 +360,11 @@ func fromError(e *pb.Error) error {
 	case pb.Error_KIND_IMPLEMENTED_ELSEWHERE:
 		marker = cloudprovider.ImplementedElsewhere
 	case pb.Error_KIND_RETRY:
-		return api.NewRetryError(msg, after)
+		return cloudproviderapi.NewRetryError(msg, after)
 	case pb.Error_KIND_THROTTLED:
-		marker = &pcp.ThrottledError{RetryAfter: after}
+		marker = &stratus.ThrottledError{RetryAfter: after}
 	case pb.Error_KIND_TRANSIENT:
-		return pcp.Transient(errors.New(msg))
+		return stratus.Transient(errors.New(msg))
 	default:
 		return errors.New(msg)
 	}

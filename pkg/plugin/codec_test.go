@@ -8,9 +8,9 @@ import (
 	"time"
 
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // Every kind of provider error keeps its meaning and message through the
@@ -23,7 +23,7 @@ func TestErrorsCrossTheWire(t *testing.T) {
 		check func(error) bool
 	}{
 		{"plain", errors.New("quota exceeded for project p"), func(e error) bool {
-			return !pcp.IsTransient(e) && !errors.Is(e, cloudprovider.InstanceNotFound) && !errors.Is(e, ErrProtocol)
+			return !stratus.IsTransient(e) && !errors.Is(e, cloudprovider.InstanceNotFound) && !errors.Is(e, ErrProtocol)
 		}},
 		{"instance not found", fmt.Errorf("instance i-1: %w", cloudprovider.InstanceNotFound), func(e error) bool {
 			return errors.Is(e, cloudprovider.InstanceNotFound)
@@ -41,19 +41,19 @@ func TestErrorsCrossTheWire(t *testing.T) {
 		{"implemented elsewhere", cloudprovider.ImplementedElsewhere, func(e error) bool {
 			return e == cloudprovider.ImplementedElsewhere
 		}},
-		{"retry", api.NewRetryError("load balancer lb-1 is provisioning", 7*time.Second), func(e error) bool {
-			var r *api.RetryError
+		{"retry", cloudproviderapi.NewRetryError("load balancer lb-1 is provisioning", 7*time.Second), func(e error) bool {
+			var r *cloudproviderapi.RetryError
 			return errors.As(e, &r) && r.RetryAfter() == 7*time.Second
 		}},
-		{"throttled", fmt.Errorf("list instances: %w", pcp.Throttled(3*time.Second, errors.New("HTTP 429"))), func(e error) bool {
-			var th *pcp.ThrottledError
+		{"throttled", fmt.Errorf("list instances: %w", stratus.Throttled(3*time.Second, errors.New("HTTP 429"))), func(e error) bool {
+			var th *stratus.ThrottledError
 			return errors.As(e, &th) && th.RetryAfter == 3*time.Second
 		}},
-		{"throttled without retry-after", pcp.Throttled(0, nil), func(e error) bool {
-			var th *pcp.ThrottledError
+		{"throttled without retry-after", stratus.Throttled(0, nil), func(e error) bool {
+			var th *stratus.ThrottledError
 			return errors.As(e, &th) && th.RetryAfter == 0
 		}},
-		{"transient", pcp.Transient(errors.New("HTTP 503")), pcp.IsTransient},
+		{"transient", stratus.Transient(errors.New("HTTP 503")), stratus.IsTransient},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := c.mapErr(context.Background(), "Method", toStatus(tc.err))

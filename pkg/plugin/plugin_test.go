@@ -33,8 +33,8 @@ import (
 	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
 	"github.com/stratus-ccm/stratus/pkg/plugin"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 	pb "github.com/stratus-ccm/stratus/proto/stratus/provider/v1"
 	mcprovider "github.com/stratus-ccm/stratus/providers/minicloud"
 )
@@ -109,7 +109,7 @@ func TestMinicloudAsPlugin(t *testing.T) {
 	if !ok {
 		t.Fatal("no InstancesV2")
 	}
-	if _, ok := v2.(pcp.InstanceWatcher); ok {
+	if _, ok := v2.(stratus.InstanceWatcher); ok {
 		t.Error("InstancesV2 is an InstanceWatcher; minicloud does not watch")
 	}
 	md, err := v2.InstanceMetadata(ctx, node("n1", ""))
@@ -117,7 +117,7 @@ func TestMinicloudAsPlugin(t *testing.T) {
 		len(md.NodeAddresses) == 0 || md.NodeAddresses[0].Address != inst.PrivateIP {
 		t.Errorf("InstanceMetadata: %+v, %v", md, err)
 	}
-	list, err := v2.(pcp.InstanceLister).ListInstances(ctx)
+	list, err := v2.(stratus.InstanceLister).ListInstances(ctx)
 	if err != nil || len(list) != 1 || list[0].Name != "n1" || list[0].Metadata.ProviderID != mcprovider.ProviderID(inst.ID) {
 		t.Errorf("ListInstances: %+v, %v", list, err)
 	}
@@ -144,7 +144,7 @@ func TestMinicloudAsPlugin(t *testing.T) {
 	if !errors.As(err, &retry) || retry.RetryAfter() <= 0 {
 		t.Errorf("EnsureLoadBalancer while provisioning: %v; want a RetryError with a delay", err)
 	}
-	refs, err := lb.(pcp.LoadBalancerLister).ListLoadBalancers(ctx, "c1")
+	refs, err := lb.(stratus.LoadBalancerLister).ListLoadBalancers(ctx, "c1")
 	if err != nil || len(refs) != 1 || refs[0].ServiceName != "web" || refs[0].ServiceUID != svc.UID || !refs[0].Provisioning {
 		t.Errorf("ListLoadBalancers: %+v, %v", refs, err)
 	}
@@ -152,8 +152,8 @@ func TestMinicloudAsPlugin(t *testing.T) {
 	if _, err := mc.Client.SetFaults(ctx, api.Faults{ThrottleRate: 1}); err != nil {
 		t.Fatal(err)
 	}
-	_, err = v2.(pcp.InstanceLister).ListInstances(ctx)
-	var throttled *pcp.ThrottledError
+	_, err = v2.(stratus.InstanceLister).ListInstances(ctx)
+	var throttled *stratus.ThrottledError
 	if !errors.As(err, &throttled) {
 		t.Errorf("ListInstances while minicloud throttles: %v; want a ThrottledError", err)
 	}
@@ -183,11 +183,11 @@ func TestPluginDownAndBack(t *testing.T) {
 	stop()
 	for range 3 { // the first call after the loss, and later ones
 		exists, err := v2.InstanceExists(ctx, n)
-		if err == nil || !pcp.IsTransient(err) || !errors.Is(err, plugin.ErrUnavailable) {
+		if err == nil || !stratus.IsTransient(err) || !errors.Is(err, plugin.ErrUnavailable) {
 			t.Errorf("InstanceExists while the plugin is down: %v, %v; want a transient ErrUnavailable error", exists, err)
 		}
-		list, err := v2.(pcp.InstanceLister).ListInstances(ctx)
-		if err == nil || !pcp.IsTransient(err) {
+		list, err := v2.(stratus.InstanceLister).ListInstances(ctx)
+		if err == nil || !stratus.IsTransient(err) {
 			t.Errorf("ListInstances while the plugin is down: %v, %v; want a transient error", list, err)
 		}
 	}
@@ -203,7 +203,7 @@ func TestPluginDownAndBack(t *testing.T) {
 	serve(t, &fake.Cloud{Provider: "minicloud", EnableInstancesV2: true, ExistsByProviderID: true}, plugin.ServeOptions{Address: addr})
 	testsupport.EventuallyState(t, 30*time.Second, "a protocol error after the capabilities changed", func(context.Context) (bool, string) {
 		_, err := v2.InstanceExists(ctx, n)
-		return errors.Is(err, plugin.ErrProtocol) && strings.Contains(err.Error(), "capabilities changed") && !pcp.IsTransient(err), errString(err)
+		return errors.Is(err, plugin.ErrProtocol) && strings.Contains(err.Error(), "capabilities changed") && !stratus.IsTransient(err), errString(err)
 	})
 }
 
@@ -304,7 +304,7 @@ func TestGarbageAnswers(t *testing.T) {
 			return err
 		}},
 		{"ListInstances without required fields", "instances[0]: name, shutdown and metadata.provider_id are required", func() error {
-			_, err := v2.(pcp.InstanceLister).ListInstances(ctx)
+			_, err := v2.(stratus.InstanceLister).ListInstances(ctx)
 			return err
 		}},
 		{"GetLoadBalancer with a garbage status", "status: not a Kubernetes JSON object", func() error {
@@ -337,7 +337,7 @@ func TestGarbageAnswers(t *testing.T) {
 		}},
 	} {
 		err := tc.call()
-		if err == nil || !errors.Is(err, plugin.ErrProtocol) || pcp.IsTransient(err) || errors.Is(err, cloudprovider.InstanceNotFound) || !strings.Contains(err.Error(), tc.want) {
+		if err == nil || !errors.Is(err, plugin.ErrProtocol) || stratus.IsTransient(err) || errors.Is(err, cloudprovider.InstanceNotFound) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want a protocol error containing %q", tc.name, err, tc.want)
 		}
 	}

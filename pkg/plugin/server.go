@@ -22,7 +22,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 	pb "github.com/stratus-ccm/stratus/proto/stratus/provider/v1"
 )
 
@@ -52,7 +52,7 @@ const gracefulStop = 10 * time.Second
 // the provider's Initialize (with opts.ClientBuilder and ctx's end as the
 // stop channel), listens on opts.Address and answers the manager's calls.
 // Any cloudprovider.Interface works; its InstancesV2, Instances (v1), Zones,
-// LoadBalancer and Routes and the pkg/cloudprovider extensions are served.
+// LoadBalancer and Routes and the pkg/stratus extensions are served.
 // It returns nil when ctx ended, or the error that stopped it.
 func Serve(ctx context.Context, provider cloudprovider.Interface, opts ServeOptions) error {
 	if provider == nil {
@@ -204,22 +204,22 @@ func capabilitiesOf(p cloudprovider.Interface, name string) *pb.Capabilities {
 	}
 	if v2, ok := p.InstancesV2(); ok && v2 != nil {
 		caps.Interfaces = append(caps.Interfaces, pb.Interface_INTERFACE_INSTANCES_V2)
-		lister, isLister := p.(pcp.InstanceLister)
+		lister, isLister := p.(stratus.InstanceLister)
 		if !isLister {
-			lister, isLister = v2.(pcp.InstanceLister)
+			lister, isLister = v2.(stratus.InstanceLister)
 		}
 		if isLister {
 			caps.Extensions = append(caps.Extensions, pb.Extension_EXTENSION_INSTANCE_LISTER)
-			if _, ok := lister.(pcp.InstanceWatcher); ok {
+			if _, ok := lister.(stratus.InstanceWatcher); ok {
 				caps.Extensions = append(caps.Extensions, pb.Extension_EXTENSION_INSTANCE_WATCHER)
 			}
 		}
 	}
 	if lb, ok := p.LoadBalancer(); ok && lb != nil {
 		caps.Interfaces = append(caps.Interfaces, pb.Interface_INTERFACE_LOAD_BALANCER)
-		_, isLister := p.(pcp.LoadBalancerLister)
+		_, isLister := p.(stratus.LoadBalancerLister)
 		if !isLister {
-			_, isLister = lb.(pcp.LoadBalancerLister)
+			_, isLister = lb.(stratus.LoadBalancerLister)
 		}
 		if isLister {
 			caps.Extensions = append(caps.Extensions, pb.Extension_EXTENSION_LOAD_BALANCER_LISTER)
@@ -318,12 +318,12 @@ func (s *server) InstanceMetadata(ctx context.Context, req *pb.InstanceRequest) 
 	return &pb.InstanceMetadataResponse{Metadata: toMetadata(md)}, nil
 }
 
-func (s *server) instanceLister() (pcp.InstanceLister, error) {
-	if l, ok := s.p.(pcp.InstanceLister); ok {
+func (s *server) instanceLister() (stratus.InstanceLister, error) {
+	if l, ok := s.p.(stratus.InstanceLister); ok {
 		return l, nil
 	}
 	if v2, ok := s.p.InstancesV2(); ok && v2 != nil {
-		if l, ok := v2.(pcp.InstanceLister); ok {
+		if l, ok := v2.(stratus.InstanceLister); ok {
 			return l, nil
 		}
 	}
@@ -351,7 +351,7 @@ func (s *server) WatchInstances(_ *pb.WatchInstancesRequest, stream pb.Provider_
 	if err != nil {
 		return err
 	}
-	w, ok := l.(pcp.InstanceWatcher)
+	w, ok := l.(stratus.InstanceWatcher)
 	if !ok {
 		return status.Error(codes.Unimplemented, "the provider does not watch instances")
 	}
@@ -509,10 +509,10 @@ func (s *server) ListLoadBalancers(ctx context.Context, req *pb.ListLoadBalancer
 	if req.ClusterName == nil {
 		return nil, invalid(errors.New("cluster_name: required"))
 	}
-	lister, ok := s.p.(pcp.LoadBalancerLister)
+	lister, ok := s.p.(stratus.LoadBalancerLister)
 	if !ok {
 		if lb, supported := s.p.LoadBalancer(); supported && lb != nil {
-			lister, ok = lb.(pcp.LoadBalancerLister)
+			lister, ok = lb.(stratus.LoadBalancerLister)
 		}
 	}
 	if !ok {

@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	cpapi "k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/minicloud/client"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // EnsureLoadBalancer marked "absent" creates with one request and answers
@@ -24,8 +24,8 @@ func TestEnsureMarkedAbsent(t *testing.T) {
 	if err := f.mc.Client.ResetStats(ctx); err != nil {
 		t.Fatal(err)
 	}
-	absent := pcp.WithLoadBalancerAbsent(ctx)
-	if _, err := f.lb.EnsureLoadBalancer(absent, cluster, svc, f.nodes); !errors.As(err, new(*cpapi.RetryError)) {
+	absent := stratus.WithLoadBalancerAbsent(ctx)
+	if _, err := f.lb.EnsureLoadBalancer(absent, cluster, svc, f.nodes); !errors.As(err, new(*cloudproviderapi.RetryError)) {
 		t.Fatalf("EnsureLoadBalancer = %v, want a RetryError while provisioning", err)
 	}
 	st, err := f.mc.Client.TokenStats(ctx)
@@ -40,7 +40,7 @@ func TestEnsureMarkedAbsent(t *testing.T) {
 	svc.Spec.Ports[0].Port = 9090
 	err = wait.PollUntilContextTimeout(absent, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := f.lb.EnsureLoadBalancer(ctx, cluster, svc, f.nodes)
-		if errors.As(err, new(*cpapi.RetryError)) {
+		if errors.As(err, new(*cloudproviderapi.RetryError)) {
 			return false, nil
 		}
 		return err == nil, err

@@ -11,7 +11,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // ProviderName is the name the provider registers under (--cloud-provider)
@@ -99,11 +99,11 @@ func New(cfg *Config) (*Cloud, error) {
 }
 
 // countingTransport tells stratus's request budget of every request
-// (pcp.CountRequest), so that it counts what minicloud counts.
+// (stratus.CountRequest), so that it counts what minicloud counts.
 type countingTransport struct{ http.RoundTripper }
 
 func (t countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	pcp.CountRequest(r.Context())
+	stratus.CountRequest(r.Context())
 	return t.RoundTripper.RoundTrip(r)
 }
 

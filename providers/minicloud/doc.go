@@ -8,7 +8,7 @@
 // LoadBalancer (one minicloud load balancer per Service, named after the
 // Service UID and tagged with the cluster and the Service), and Routes (pod
 // CIDRs routed to the node's instance), plus stratus's extensions from
-// pkg/cloudprovider: InstanceLister and LoadBalancerLister, so stratus
+// pkg/stratus: InstanceLister and LoadBalancerLister, so stratus
 // answers instance questions and finds orphaned load balancers from paged
 // listings. minicloud's 429 answers become cloudprovider.Throttled errors and
 // 5xx answers cloudprovider.Transient ones.

@@ -7,12 +7,12 @@ import (
 	"net/http"
 
 	"github.com/stratus-ccm/stratus/minicloud/client"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // classify wraps an error of the minicloud client so that stratus's cloud
-// layer can act on it: 429 becomes a pcp.ThrottledError carrying the
-// server's Retry-After, 5xx and failed connections a pcp.TransientError.
+// layer can act on it: 429 becomes a stratus.ThrottledError carrying the
+// server's Retry-After, 5xx and failed connections a stratus.TransientError.
 // what says what the provider alone knows about the call (the step, the
 // object looked for), or is empty: the client's error already names the
 // request and its status, and the cloud layer or the manager names the
@@ -25,12 +25,12 @@ func classify(what string, err error) error {
 	var ce *client.Error
 	switch {
 	case errors.As(err, &ce) && ce.StatusCode == http.StatusTooManyRequests:
-		err = pcp.Throttled(ce.RetryAfter, err)
+		err = stratus.Throttled(ce.RetryAfter, err)
 	case errors.As(err, &ce) && ce.StatusCode >= 500:
-		err = pcp.Transient(err)
+		err = stratus.Transient(err)
 	case ce == nil && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 		// No answer at all (connection refused or reset): the next try may work.
-		err = pcp.Transient(err)
+		err = stratus.Transient(err)
 	}
 	if what == "" {
 		return err

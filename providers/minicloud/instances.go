@@ -12,7 +12,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // providerIDPrefix starts every provider ID of this provider.
@@ -35,14 +35,14 @@ func InstanceIDOf(providerID string) (string, error) {
 	return id, nil
 }
 
-// instances implements cloudprovider.InstancesV2 and pcp.InstanceLister.
+// instances implements cloudprovider.InstancesV2 and stratus.InstanceLister.
 type instances struct {
 	api *client.Client
 }
 
 var (
 	_ cloudprovider.InstancesV2 = (*instances)(nil)
-	_ pcp.InstanceLister        = (*instances)(nil)
+	_ stratus.InstanceLister    = (*instances)(nil)
 )
 
 // find returns the node's instance: by provider ID when the node has one,
@@ -113,14 +113,14 @@ func (in *instances) InstanceMetadata(ctx context.Context, node *v1.Node) (*clou
 }
 
 // ListInstances lists every instance, all pages, with its metadata.
-func (in *instances) ListInstances(ctx context.Context) ([]pcp.Instance, error) {
+func (in *instances) ListInstances(ctx context.Context) ([]stratus.Instance, error) {
 	all, err := in.api.ListInstances(ctx, client.ListOptions{PageSize: listPageSize})
 	if err != nil {
 		return nil, classify("", err) // the request says it all
 	}
-	out := make([]pcp.Instance, 0, len(all))
+	out := make([]stratus.Instance, 0, len(all))
 	for i := range all {
-		out = append(out, pcp.Instance{Name: all[i].Name, Metadata: metadataOf(&all[i]), Shutdown: all[i].State == api.InstanceStopped})
+		out = append(out, stratus.Instance{Name: all[i].Name, Metadata: metadataOf(&all[i]), Shutdown: all[i].State == api.InstanceStopped})
 	}
 	return out, nil
 }

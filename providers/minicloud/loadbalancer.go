@@ -14,14 +14,14 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
-	cpapi "k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/klog/v2"
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/pkg/annotations"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // ProvisioningRetry is the delay EnsureLoadBalancer asks for (in a
@@ -40,7 +40,7 @@ const defaultHealthIntervalSeconds = 5
 var ErrUnsupported = errors.New("not supported by minicloud")
 
 // loadBalancers implements cloudprovider.LoadBalancer and
-// pcp.LoadBalancerLister.
+// stratus.LoadBalancerLister.
 type loadBalancers struct {
 	api          *client.Client
 	inst         *instances
@@ -87,7 +87,7 @@ func (k *knownIDs) get(name, cluster string) (string, bool) {
 
 var (
 	_ cloudprovider.LoadBalancer = (*loadBalancers)(nil)
-	_ pcp.LoadBalancerLister     = (*loadBalancers)(nil)
+	_ stratus.LoadBalancerLister = (*loadBalancers)(nil)
 )
 
 // LoadBalancerName is the name of a Service's load balancer: "a" and the
@@ -150,7 +150,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	if spec.Targets, err = l.targetsOf(ctx, nodes); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	if pcp.LoadBalancerAbsent(ctx) {
+	if stratus.LoadBalancerAbsent(ctx) {
 		// stratus knows of no load balancer for the Service: create it
 		// without a lookup, and trust the answer. No idempotency key: its
 		// replay could describe a load balancer deleted since; the unique
@@ -206,7 +206,7 @@ func (l *loadBalancers) ensuredStatus(lb *api.LoadBalancer, svc *v1.Service) (*v
 	if st := statusOf(lb); st != nil {
 		return st, nil
 	}
-	return nil, cpapi.NewRetryError(fmt.Sprintf("load balancer %s (%s) for service %s/%s is provisioning", lb.Name, lb.ID, svc.Namespace, svc.Name), ProvisioningRetry)
+	return nil, cloudproviderapi.NewRetryError(fmt.Sprintf("load balancer %s (%s) for service %s/%s is provisioning", lb.Name, lb.ID, svc.Namespace, svc.Name), ProvisioningRetry)
 }
 
 // create creates the load balancer with an idempotency key derived from the
@@ -318,7 +318,7 @@ func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterNa
 
 // ListLoadBalancers lists the load balancers tagged with clusterName, with
 // the Service each serves and, when active, its status.
-func (l *loadBalancers) ListLoadBalancers(ctx context.Context, clusterName string) ([]pcp.LoadBalancerRef, error) {
+func (l *loadBalancers) ListLoadBalancers(ctx context.Context, clusterName string) ([]stratus.LoadBalancerRef, error) {
 	// The summary view: the references need no targets, and with thousands
 	// of nodes behind hundreds of load balancers the full listing is
 	// hundreds of megabytes.
@@ -326,11 +326,11 @@ func (l *loadBalancers) ListLoadBalancers(ctx context.Context, clusterName strin
 	if err != nil {
 		return nil, classify(fmt.Sprintf("list load balancers of cluster %q", clusterName), err)
 	}
-	refs := make([]pcp.LoadBalancerRef, 0, len(all))
+	refs := make([]stratus.LoadBalancerRef, 0, len(all))
 	for i := range all {
 		lb := &all[i]
 		l.ids.put(lb)
-		refs = append(refs, pcp.LoadBalancerRef{
+		refs = append(refs, stratus.LoadBalancerRef{
 			Name:             lb.Name,
 			ServiceNamespace: lb.Tags[TagServiceNamespace],
 			ServiceName:      lb.Tags[TagServiceName],

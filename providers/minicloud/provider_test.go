@@ -19,13 +19,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
-	cpapi "k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 const cluster = "test-cluster"
@@ -142,7 +142,7 @@ func TestInstances(t *testing.T) {
 		t.Errorf("foreign provider ID: error = %v, want one naming it", err)
 	}
 	// The batched listing reports the same metadata.
-	listed, err := inst.(pcp.InstanceLister).ListInstances(ctx)
+	listed, err := inst.(stratus.InstanceLister).ListInstances(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestListInstancesAcrossPages(t *testing.T) {
 		}
 	}
 	v2, _ := c.InstancesV2()
-	got, err := v2.(pcp.InstanceLister).ListInstances(ctx)
+	got, err := v2.(stratus.InstanceLister).ListInstances(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func (f *lbFixture) ensure(t *testing.T, clusterName string, svc *v1.Service, no
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
 		st, err = f.lb.EnsureLoadBalancer(ctx, clusterName, svc, nodes)
-		var re *cpapi.RetryError
+		var re *cloudproviderapi.RetryError
 		if errors.As(err, &re) {
 			if re.RetryAfter() != ProvisioningRetry {
 				return false, fmt.Errorf("RetryAfter = %v", re.RetryAfter())
@@ -289,7 +289,7 @@ func TestLoadBalancerLifecycle(t *testing.T) {
 	svc := f.service(8080)
 
 	// Create: provisioning answers RetryError, then the status of the VIP.
-	if _, err := f.lb.EnsureLoadBalancer(ctx, cluster, svc, f.nodes); !errors.As(err, new(*cpapi.RetryError)) {
+	if _, err := f.lb.EnsureLoadBalancer(ctx, cluster, svc, f.nodes); !errors.As(err, new(*cloudproviderapi.RetryError)) {
 		t.Fatalf("first EnsureLoadBalancer error = %v, want a RetryError while provisioning", err)
 	}
 	st := f.ensure(t, cluster, svc, f.nodes)
@@ -389,14 +389,14 @@ func TestLoadBalancerCloudErrors(t *testing.T) {
 
 	fail("PUT /v1/load-balancers/{id}")
 	svc.Spec.Ports[0].Port = 9090
-	if _, err := f.lb.EnsureLoadBalancer(ctx, cluster, svc, f.nodes); !pcp.IsTransient(err) || !strings.Contains(err.Error(), before[0].ID) {
+	if _, err := f.lb.EnsureLoadBalancer(ctx, cluster, svc, f.nodes); !stratus.IsTransient(err) || !strings.Contains(err.Error(), before[0].ID) {
 		t.Errorf("EnsureLoadBalancer while updates fail: %v; want a transient error naming %s", err, before[0].ID)
 	}
-	if err := f.lb.UpdateLoadBalancer(ctx, cluster, svc, f.nodes[:1]); !pcp.IsTransient(err) {
+	if err := f.lb.UpdateLoadBalancer(ctx, cluster, svc, f.nodes[:1]); !stratus.IsTransient(err) {
 		t.Errorf("UpdateLoadBalancer while updates fail: %v; want a transient error", err)
 	}
 	fail("DELETE /v1/load-balancers/{id}")
-	if err := f.lb.EnsureLoadBalancerDeleted(ctx, cluster, svc); !pcp.IsTransient(err) {
+	if err := f.lb.EnsureLoadBalancerDeleted(ctx, cluster, svc); !stratus.IsTransient(err) {
 		t.Errorf("EnsureLoadBalancerDeleted while deletes fail: %v; want a transient error", err)
 	}
 	after, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
@@ -506,7 +506,7 @@ func TestListLoadBalancers(t *testing.T) {
 	if _, err := f.mc.Client.CreateLoadBalancer(ctx, api.LoadBalancerSpec{Name: "manual", Listeners: []api.Listener{{Protocol: "TCP", Port: 82, TargetPort: 1}}}); err != nil {
 		t.Fatal(err)
 	}
-	refs, err := f.lb.(pcp.LoadBalancerLister).ListLoadBalancers(ctx, cluster)
+	refs, err := f.lb.(stratus.LoadBalancerLister).ListLoadBalancers(ctx, cluster)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -526,7 +526,7 @@ func TestListLoadBalancers(t *testing.T) {
 	if err := f.lb.EnsureLoadBalancerDeleted(ctx, cluster, rebuilt); err != nil {
 		t.Fatal(err)
 	}
-	if refs, err := f.lb.(pcp.LoadBalancerLister).ListLoadBalancers(ctx, cluster); err != nil || len(refs) != 0 {
+	if refs, err := f.lb.(stratus.LoadBalancerLister).ListLoadBalancers(ctx, cluster); err != nil || len(refs) != 0 {
 		t.Errorf("after deleting the orphan: %+v, %v", refs, err)
 	}
 }
@@ -617,7 +617,7 @@ func TestErrorMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := v2.InstanceMetadata(ctx, n)
-	var th *pcp.ThrottledError
+	var th *stratus.ThrottledError
 	// The whole message: the request names the instance; the Node is the
 	// caller's to name (stratus's cloud layer does).
 	want := "minicloud GET /v1/instances/" + in.ID + ": 429 throttled: request rate limit exceeded (retry after 1s)"
@@ -627,7 +627,7 @@ func TestErrorMapping(t *testing.T) {
 	if _, err := mc.Client.SetFaults(ctx, api.Faults{ErrorRate: 1, Operations: op}); err != nil {
 		t.Fatal(err)
 	}
-	if ok, err := v2.InstanceExists(ctx, n); ok || !pcp.IsTransient(err) {
+	if ok, err := v2.InstanceExists(ctx, n); ok || !stratus.IsTransient(err) {
 		t.Errorf("500: InstanceExists = %v, %v; want a TransientError", ok, err)
 	}
 	if _, err := mc.Client.SetFaults(ctx, api.Faults{}); err != nil {
@@ -654,14 +654,14 @@ func TestErrorMapping(t *testing.T) {
 		t.Fatal(err)
 	}
 	badV2, _ := bad.InstancesV2()
-	if _, err := badV2.InstanceMetadata(ctx, n); err == nil || pcp.IsTransient(err) || errors.As(err, &th) {
+	if _, err := badV2.InstanceMetadata(ctx, n); err == nil || stratus.IsTransient(err) || errors.As(err, &th) {
 		t.Errorf("401: error = %v, want a plain error", err)
 	}
 	// Nobody listening: transient.
 	if err := mc.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := v2.InstanceMetadata(ctx, n); !pcp.IsTransient(err) {
+	if _, err := v2.InstanceMetadata(ctx, n); !stratus.IsTransient(err) {
 		t.Errorf("server down: error = %v, want a TransientError", err)
 	}
 }

@@ -16,7 +16,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // ProviderName is the name the provider registers under (--cloud-provider)
@@ -190,8 +190,8 @@ func (c *Cloud) LoadBalancer() (cloudprovider.LoadBalancer, bool) {
 	return c.lbs, true
 }
 
-// ListLoadBalancers implements pcp.LoadBalancerLister.
-func (c *Cloud) ListLoadBalancers(ctx context.Context, clusterName string) ([]pcp.LoadBalancerRef, error) {
+// ListLoadBalancers implements stratus.LoadBalancerLister.
+func (c *Cloud) ListLoadBalancers(ctx context.Context, clusterName string) ([]stratus.LoadBalancerRef, error) {
 	if c.cfg.LBDisabled {
 		return nil, nil
 	}

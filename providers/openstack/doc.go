@@ -1,6 +1,6 @@
 // Package openstack is stratus's OpenStack provider, registered as
 // "openstack": nodes from Nova servers (InstancesV2 and
-// pkg/cloudprovider.InstanceLister, every server in one paged listing) on
+// pkg/stratus.InstanceLister, every server in one paged listing) on
 // gophercloud. It reads upstream's cloud.conf and uses upstream's provider
 // IDs, so that a cluster can switch from the upstream OpenStack cloud
 // controller manager in place. Load balancers are Octavia's, without

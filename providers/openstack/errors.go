@@ -11,16 +11,16 @@ import (
 
 	"github.com/gophercloud/gophercloud/v2"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // isNotFound reports whether err is the API's 404.
 func isNotFound(err error) bool { return gophercloud.ResponseCodeIs(err, http.StatusNotFound) }
 
 // classify wraps err with what failed and marks it for stratus's cloud
-// layer: 429 becomes pcp.Throttled with the server's Retry-After, 5xx and
+// layer: 429 becomes stratus.Throttled with the server's Retry-After, 5xx and
 // failures to get an answer at all (refused or reset connections,
-// timeouts) pcp.Transient. Other answers (400, 403, a refused
+// timeouts) stratus.Transient. Other answers (400, 403, a refused
 // authentication) are returned as they are: repeating the call will not
 // help. Callers handle 404 themselves, before classify, because its
 // meaning depends on the call.
@@ -43,23 +43,23 @@ func mark(err error) error {
 	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
 		return err
 	case errors.As(err, &ur) && ur.ErrReauth != nil:
-		var te *pcp.ThrottledError
+		var te *stratus.ThrottledError
 		switch m := mark(ur.ErrReauth); {
 		case errors.As(m, &te):
-			return pcp.Throttled(te.RetryAfter, err)
-		case pcp.IsTransient(m):
-			return pcp.Transient(err)
+			return stratus.Throttled(te.RetryAfter, err)
+		case stratus.IsTransient(m):
+			return stratus.Transient(err)
 		}
 		return err
 	case errors.As(err, &ue) && ue.Actual == http.StatusTooManyRequests:
-		return pcp.Throttled(retryAfter(ue.ResponseHeader), err)
+		return stratus.Throttled(retryAfter(ue.ResponseHeader), err)
 	case errors.As(err, &ue) && ue.Actual >= 500:
-		return pcp.Transient(err)
+		return stratus.Transient(err)
 	case errors.As(err, &ue), isConfigError(err):
 		return err
 	}
 	// No HTTP answer: the next try may reach the cloud.
-	return pcp.Transient(err)
+	return stratus.Transient(err)
 }
 
 // isConfigError reports gophercloud errors that say the configuration or

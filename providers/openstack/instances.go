@@ -12,7 +12,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // listPageSize is the limit of each page of the server listing (Nova's
@@ -60,12 +60,12 @@ func serverID(providerID string) (string, error) {
 
 // ListInstances lists every server in one paged GET /servers/detail. Any
 // failed page fails the listing.
-func (c *Cloud) ListInstances(ctx context.Context) ([]pcp.Instance, error) {
+func (c *Cloud) ListInstances(ctx context.Context) ([]stratus.Instance, error) {
 	all, err := c.listServers(ctx, listAll())
 	if err != nil {
 		return nil, err
 	}
-	out := make([]pcp.Instance, 0, len(all))
+	out := make([]stratus.Instance, 0, len(all))
 	for i := range all {
 		out = append(out, c.instance(&all[i]))
 	}
@@ -92,8 +92,8 @@ func (c *Cloud) listServers(ctx context.Context, opts servers.ListOpts) ([]serve
 }
 
 // instance is the listing's view of a server.
-func (c *Cloud) instance(s *server) pcp.Instance {
-	return pcp.Instance{
+func (c *Cloud) instance(s *server) stratus.Instance {
+	return stratus.Instance{
 		Name: s.Name,
 		Metadata: cloudprovider.InstanceMetadata{
 			ProviderID:    ProviderID(s.ID),

@@ -18,11 +18,11 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/extensions/layer3/floatingips"
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
 	"k8s.io/utils/ptr"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // namePrefix starts every load balancer's name, as upstream's
@@ -38,8 +38,8 @@ const uidTag = "kube_service_uid="
 const pendingRetry = 5 * time.Second
 
 // loadBalancers implements cloudprovider.LoadBalancer and
-// pcp.LoadBalancerLister on Octavia, without blocking: while a load
-// balancer is PENDING_* its methods return an api.RetryError.
+// stratus.LoadBalancerLister on Octavia, without blocking: while a load
+// balancer is PENDING_* its methods return an cloudproviderapi.RetryError.
 type loadBalancers struct {
 	c *Cloud
 	// cfg is c's configuration, with a Service's [LoadBalancerClass]
@@ -117,7 +117,7 @@ func (l *loadBalancers) find(ctx context.Context, lbc *gophercloud.ServiceClient
 }
 
 func pendingErr(lb *loadbalancers.LoadBalancer) error {
-	return api.NewRetryError(fmt.Sprintf("load balancer %s (%s) is %s", lb.Name, lb.ID, lb.ProvisioningStatus), pendingRetry)
+	return cloudproviderapi.NewRetryError(fmt.Sprintf("load balancer %s (%s) is %s", lb.Name, lb.ID, lb.ProvisioningStatus), pendingRetry)
 }
 
 func isPending(s string) bool { return strings.HasPrefix(s, "PENDING_") }
@@ -292,7 +292,7 @@ func write(what string, lbName string, err error) error {
 	case err == nil:
 		return nil
 	case gophercloud.ResponseCodeIs(err, http.StatusConflict):
-		return api.NewRetryError(fmt.Sprintf("load balancer %s is busy (409)", lbName), pendingRetry)
+		return cloudproviderapi.NewRetryError(fmt.Sprintf("load balancer %s is busy (409)", lbName), pendingRetry)
 	case errors.As(err, &ue) && ue.Actual == http.StatusBadRequest:
 		body := string(ue.Body)
 		for _, f := range refusedFields {
@@ -320,7 +320,7 @@ func faultString(body []byte) string {
 
 // EnsureLoadBalancer creates the load balancer fully populated (listeners,
 // pools, members, health monitors) in one call and returns an
-// api.RetryError until Octavia reports it ACTIVE. Then each call makes at
+// cloudproviderapi.RetryError until Octavia reports it ACTIVE. Then each call makes at
 // most one change (Octavia accepts one at a time; the load balancer is
 // PENDING_UPDATE after each) and returns a RetryError after it: missing
 // listeners first (each with its pool), then unwanted ones, then per port
@@ -372,7 +372,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 		if err := l.deleteLB(ctx, lbc, lb, true); err != nil {
 			return nil, err
 		}
-		return nil, api.NewRetryError(fmt.Sprintf("load balancer %s (%s) was in ERROR; deleting it to create it again", name, lb.ID), pendingRetry)
+		return nil, cloudproviderapi.NewRetryError(fmt.Sprintf("load balancer %s (%s) was in ERROR; deleting it to create it again", name, lb.ID), pendingRetry)
 	}
 	if err := l.sync(ctx, lbc, lb, ports, nodes); err != nil {
 		return nil, err
@@ -412,7 +412,7 @@ func (l *loadBalancers) tree(ctx context.Context, lbc *gophercloud.ServiceClient
 
 // changed is the RetryError after a write: Octavia is applying it.
 func changed(lb *loadbalancers.LoadBalancer, what string) error {
-	return api.NewRetryError(fmt.Sprintf("load balancer %s: %s", lb.Name, what), pendingRetry)
+	return cloudproviderapi.NewRetryError(fmt.Sprintf("load balancer %s: %s", lb.Name, what), pendingRetry)
 }
 
 // sync makes the first change the tree needs (see EnsureLoadBalancer) and
@@ -756,7 +756,7 @@ func (l *loadBalancers) deleteLB(ctx context.Context, lbc *gophercloud.ServiceCl
 
 // ListLoadBalancers lists the load balancers named for clusterName, with
 // the Service from the name and the UID tag; Provisioning while PENDING_*.
-func (l *loadBalancers) ListLoadBalancers(ctx context.Context, clusterName string) ([]pcp.LoadBalancerRef, error) {
+func (l *loadBalancers) ListLoadBalancers(ctx context.Context, clusterName string) ([]stratus.LoadBalancerRef, error) {
 	lbc, err := l.c.lbClient(ctx)
 	if err != nil {
 		return nil, err
@@ -770,7 +770,7 @@ func (l *loadBalancers) ListLoadBalancers(ctx context.Context, clusterName strin
 		return nil, fmt.Errorf("list load balancers: %w", err)
 	}
 	prefix := namePrefix + clusterName + "_"
-	var out []pcp.LoadBalancerRef
+	var out []stratus.LoadBalancerRef
 	for _, lb := range all {
 		rest, ok := strings.CutPrefix(lb.Name, prefix)
 		// Namespaces hold no "_", so the first one ends it.
@@ -778,7 +778,7 @@ func (l *loadBalancers) ListLoadBalancers(ctx context.Context, clusterName strin
 		if !ok || !ok2 || lb.ProvisioningStatus == "DELETED" || lb.ProvisioningStatus == "PENDING_DELETE" {
 			continue
 		}
-		ref := pcp.LoadBalancerRef{Name: lb.Name, ServiceNamespace: ns, ServiceName: name, Provisioning: isPending(lb.ProvisioningStatus)}
+		ref := stratus.LoadBalancerRef{Name: lb.Name, ServiceNamespace: ns, ServiceName: name, Provisioning: isPending(lb.ProvisioningStatus)}
 		for _, t := range lb.Tags {
 			if uid, ok := strings.CutPrefix(t, uidTag); ok {
 				ref.ServiceUID = types.UID(uid)

@@ -18,7 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud"
@@ -116,7 +116,7 @@ func (le *lbEnv) ensure(t *testing.T, lb cloudprovider.LoadBalancer, svc *v1.Ser
 	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 20*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
 		st, err = lb.EnsureLoadBalancer(ctx, "kubernetes", svc, nodes)
-		var re *api.RetryError
+		var re *cloudproviderapi.RetryError
 		if errors.As(err, &re) {
 			retries++
 			le.clk.advance(pending)
@@ -215,7 +215,7 @@ func TestLoadBalancerFloatingIP(t *testing.T) {
 }
 
 func isRetry(err error) bool {
-	var re *api.RetryError
+	var re *cloudproviderapi.RetryError
 	return errors.As(err, &re)
 }
 

@@ -21,7 +21,7 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
 	mos "github.com/stratus-ccm/stratus/minicloud/openstack"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 	"github.com/stratus-ccm/stratus/providers/openstack"
 )
 
@@ -245,11 +245,11 @@ func TestFaults(t *testing.T) {
 	if _, err := e.mc.Client.SetFaults(ctx, api.Faults{ErrorRate: 1, Operations: ops}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.p.ListInstances(ctx); !pcp.IsTransient(err) || got != nil {
+	if got, err := e.p.ListInstances(ctx); !stratus.IsTransient(err) || got != nil {
 		t.Errorf("ListInstances with 500s = %v, %v; want a transient error", got, err)
 	}
 	for _, n := range []*v1.Node{byID, byName} {
-		if ok, err := e.p.InstanceExists(ctx, n); !pcp.IsTransient(err) || ok {
+		if ok, err := e.p.InstanceExists(ctx, n); !stratus.IsTransient(err) || ok {
 			t.Errorf("InstanceExists(%q) with 500s = %v, %v; want a transient error", n.Spec.ProviderID, ok, err)
 		}
 	}
@@ -258,7 +258,7 @@ func TestFaults(t *testing.T) {
 	}
 	for _, n := range []*v1.Node{byID, byName} {
 		_, err := e.p.InstanceMetadata(ctx, n)
-		var te *pcp.ThrottledError
+		var te *stratus.ThrottledError
 		if !errors.As(err, &te) || te.RetryAfter <= 0 || errors.Is(err, cloudprovider.InstanceNotFound) {
 			t.Errorf("InstanceMetadata(%q) throttled: %v; want a ThrottledError with RetryAfter", n.Spec.ProviderID, err)
 		}
@@ -275,7 +275,7 @@ func TestFaults(t *testing.T) {
 func TestUnreachable(t *testing.T) {
 	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(testsupport.FreePort(t)))
 	p := newProvider(t, "[Global]\nauth-url = http://"+addr+"/v3\nusername = u\npassword = p\ndomain-name = Default\ntenant-name = x\n")
-	if _, err := p.ListInstances(context.Background()); !pcp.IsTransient(err) {
+	if _, err := p.ListInstances(context.Background()); !stratus.IsTransient(err) {
 		t.Errorf("ListInstances with Keystone down: %v, want a transient error", err)
 	}
 }
@@ -287,7 +287,7 @@ func TestRefusedCredentials(t *testing.T) {
 	conf := strings.Replace(cloudConf(mc, ""), "password = "+mc.Token, "password = wrong-s3cret", 1)
 	p := newProvider(t, conf)
 	_, err := p.ListInstances(context.Background())
-	if err == nil || pcp.IsTransient(err) || strings.Contains(err.Error(), "wrong-s3cret") {
+	if err == nil || stratus.IsTransient(err) || strings.Contains(err.Error(), "wrong-s3cret") {
 		t.Errorf("ListInstances with a refused password: %v; want a non-transient error without the password", err)
 	}
 	// Keystone's 401 never says a server is gone.
@@ -316,19 +316,19 @@ func TestKeystoneDown(t *testing.T) {
 	if _, err := e.mc.Client.SetFaults(ctx, api.Faults{ErrorRate: 1, Operations: []string{"POST /identity/v3/auth/tokens"}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.p.ListInstances(ctx); !pcp.IsTransient(err) || got != nil {
+	if got, err := e.p.ListInstances(ctx); !stratus.IsTransient(err) || got != nil {
 		t.Errorf("ListInstances with Keystone down: %v, %v; want a transient error", got, err)
 	}
 	for _, n := range []*v1.Node{byID, byName} {
-		if ok, err := e.p.InstanceExists(ctx, n); !pcp.IsTransient(err) || ok {
+		if ok, err := e.p.InstanceExists(ctx, n); !stratus.IsTransient(err) || ok {
 			t.Errorf("InstanceExists(%q) with Keystone down = %v, %v; want a transient error", n.Spec.ProviderID, ok, err)
 		}
-		if _, err := e.p.InstanceShutdown(ctx, n); !pcp.IsTransient(err) || errors.Is(err, cloudprovider.InstanceNotFound) {
+		if _, err := e.p.InstanceShutdown(ctx, n); !stratus.IsTransient(err) || errors.Is(err, cloudprovider.InstanceNotFound) {
 			t.Errorf("InstanceShutdown(%q) with Keystone down: %v; want a transient error", n.Spec.ProviderID, err)
 		}
 	}
 	// A fresh provider whose first authentication gets a 500.
-	if _, err := newProvider(t, cloudConf(e.mc, "")).ListInstances(ctx); !pcp.IsTransient(err) {
+	if _, err := newProvider(t, cloudConf(e.mc, "")).ListInstances(ctx); !stratus.IsTransient(err) {
 		t.Errorf("first authentication with Keystone down: %v; want a transient error", err)
 	}
 	if _, err := e.mc.Client.SetFaults(ctx, api.Faults{}); err != nil {

@@ -7,7 +7,7 @@
 // ("vsphere://<lower-case BIOS UUID>"), instance types and zone labels, so
 // that a cluster can switch from the upstream vSphere CCM in place. It
 // implements InstancesV2 and Zones, plus stratus's InstanceLister and
-// InstanceWatcher from pkg/cloudprovider: all VMs are read in one paged
+// InstanceWatcher from pkg/stratus: all VMs are read in one paged
 // property retrieve of ten properties over a ContainerView, then kept
 // current by WaitForUpdatesEx on a PropertyCollector of the provider's own,
 // so that instance questions for thousands of nodes cost no request to

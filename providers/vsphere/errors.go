@@ -20,7 +20,7 @@ import (
 	"github.com/vmware/govmomi/vim25/soap"
 	"github.com/vmware/govmomi/vim25/types"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // ErrInvalidLogin is returned (wrapped, naming the vCenter and user) when
@@ -118,10 +118,10 @@ func isTLSError(err error) bool {
 }
 
 // classify wraps err with what failed and marks it for stratus's cloud
-// layer: throttling (HTTP 429) becomes pcp.Throttled with the server's
+// layer: throttling (HTTP 429) becomes stratus.Throttled with the server's
 // Retry-After, and failures to reach vCenter (refused or reset
 // connections, timeouts including the TLS handshake's, 5xx gateway and
-// REST answers) pcp.Transient. Certificate errors, refused credentials and
+// REST answers) stratus.Transient. Certificate errors, refused credentials and
 // vCenter faults are returned as they are.
 func classify(what string, err error) error {
 	if err == nil {
@@ -135,12 +135,12 @@ func classify(what string, err error) error {
 		if hs != nil {
 			d = hs.retryAfter
 		}
-		err = pcp.Throttled(d, err)
+		err = stratus.Throttled(d, err)
 	case errors.Is(err, ErrInvalidLogin):
 	case isTLSError(err):
 		err = fmt.Errorf("TLS: %w (check caFile, thumbprint or insecureFlag)", err)
 	case hs != nil, restStatus(err) >= 500, isConnectionError(err):
-		err = pcp.Transient(err)
+		err = stratus.Transient(err)
 	}
 	return fmt.Errorf("%s: %w", what, err)
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // TestErrorClassification: vCenter's HTTP answers become the errors
@@ -28,8 +28,8 @@ func TestErrorClassification(t *testing.T) {
 	} {
 		s.srv.FailHTTP("RetrievePropertiesEx", tc.status, 1)
 		_, err := c.ListInstances(t.Context())
-		var th *pcp.ThrottledError
-		if err == nil || errors.As(err, &th) != tc.throttled || pcp.IsTransient(err) != tc.transit {
+		var th *stratus.ThrottledError
+		if err == nil || errors.As(err, &th) != tc.throttled || stratus.IsTransient(err) != tc.transit {
 			t.Errorf("HTTP %d: ListInstances error %v; want throttled %t, transient %t", tc.status, err, tc.throttled, tc.transit)
 		}
 	}
@@ -55,7 +55,7 @@ func TestErrorClassification(t *testing.T) {
 		t.Fatalf("ListInstances with the tag endpoint failing: %d instances, %v", len(list), err)
 	}
 	for _, inst := range list {
-		if inst.MetadataErr == nil || !pcp.IsTransient(inst.MetadataErr) || !strings.Contains(inst.MetadataErr.Error(), "zone and region of VM "+inst.Name) {
+		if inst.MetadataErr == nil || !stratus.IsTransient(inst.MetadataErr) || !strings.Contains(inst.MetadataErr.Error(), "zone and region of VM "+inst.Name) {
 			t.Errorf("%s: MetadataErr = %v, want a transient zone error", inst.Name, inst.MetadataErr)
 		}
 	}

@@ -14,14 +14,14 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/stratus-ccm/stratus/internal/cloud/instanceindex"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 var (
 	_ cloudprovider.Interface   = (*Cloud)(nil)
 	_ cloudprovider.InstancesV2 = (*Cloud)(nil)
 	_ cloudprovider.Zones       = (*Cloud)(nil)
-	_ pcp.InstanceWatcher       = (*Cloud)(nil)
+	_ stratus.InstanceWatcher   = (*Cloud)(nil)
 )
 
 // ListInstances lists the VMs of every vCenter (templates left out). With
@@ -29,8 +29,8 @@ var (
 // one paged call per vCenter. Any vCenter failing is an error, never a
 // shorter list. A VM whose guest reports no usable IP address, or whose
 // zone cannot be read, is listed with MetadataErr saying why.
-func (c *Cloud) ListInstances(ctx context.Context) ([]pcp.Instance, error) {
-	var out []pcp.Instance
+func (c *Cloud) ListInstances(ctx context.Context) ([]stratus.Instance, error) {
+	var out []stratus.Instance
 	for _, v := range c.vcs {
 		vms, err := v.inv.list(ctx)
 		if err != nil {
@@ -62,8 +62,8 @@ func (c *Cloud) ListInstances(ctx context.Context) ([]pcp.Instance, error) {
 }
 
 // instance is the listing's entry for r.
-func (c *Cloud) instance(v *vcenter, r *vm, zd zoneData, zoneErr error) pcp.Instance {
-	inst := pcp.Instance{
+func (c *Cloud) instance(v *vcenter, r *vm, zd zoneData, zoneErr error) stratus.Instance {
+	inst := stratus.Instance{
 		Name:        r.name,
 		Shutdown:    r.powerState != types.VirtualMachinePowerStatePoweredOn,
 		SystemUUIDs: r.systemUUIDs(),
@@ -92,7 +92,7 @@ func (c *Cloud) instance(v *vcenter, r *vm, zd zoneData, zoneErr error) pcp.Inst
 // ID (its UUID compared case-insensitively), else by VM name, guest host
 // name or system UUID in either byte order. nil means the successful
 // listing lacks it.
-func (c *Cloud) find(ctx context.Context, node *v1.Node) (*pcp.Instance, error) {
+func (c *Cloud) find(ctx context.Context, node *v1.Node) (*stratus.Instance, error) {
 	list, err := c.ListInstances(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("node %s: %w", node.Name, err)

@@ -12,11 +12,11 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/stratus-ccm/stratus/internal/vcsim"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
-func byName(list []pcp.Instance) map[string]pcp.Instance {
-	m := map[string]pcp.Instance{}
+func byName(list []stratus.Instance) map[string]stratus.Instance {
+	m := map[string]stratus.Instance{}
 	for _, i := range list {
 		m[i.Name] = i
 	}
@@ -53,7 +53,7 @@ func TestListInstances(t *testing.T) {
 	}
 	uuid := s.vm("node-0").UUID
 	a := got["node-0"]
-	want := pcp.Instance{
+	want := stratus.Instance{
 		Name: "node-0",
 		Metadata: cloudprovider.InstanceMetadata{
 			ProviderID:   "vsphere://" + uuid,

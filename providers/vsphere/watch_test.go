@@ -16,7 +16,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/internal/vcsim"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // watching starts WatchInstances and waits until the watch has synced.
@@ -55,10 +55,10 @@ func (c *Cloud) synced() bool {
 	return true
 }
 
-func listed(t *testing.T, c *Cloud, name string) (pcp.Instance, bool, string) {
+func listed(t *testing.T, c *Cloud, name string) (stratus.Instance, bool, string) {
 	list, err := c.ListInstances(t.Context())
 	if err != nil {
-		return pcp.Instance{}, false, err.Error()
+		return stratus.Instance{}, false, err.Error()
 	}
 	inst, ok := byName(list)[name]
 	return inst, ok, fmt.Sprintf("%d instances", len(list))
@@ -159,7 +159,7 @@ func TestWrongPassword(t *testing.T) {
 	if !errors.Is(err, ErrInvalidLogin) {
 		t.Fatalf("ListInstances with a wrong password: %v, want ErrInvalidLogin", err)
 	}
-	if pcp.IsTransient(err) || strings.Contains(err.Error(), "wrong-pw") {
+	if stratus.IsTransient(err) || strings.Contains(err.Error(), "wrong-pw") {
 		t.Errorf("error %q is transient or shows the password", err)
 	}
 	node := nodeNamed("node-1")
@@ -204,10 +204,10 @@ func TestVCenterStopped(t *testing.T) {
 		return err != nil, fmt.Sprint(err)
 	})
 	_, err := c.ListInstances(t.Context())
-	if !pcp.IsTransient(err) {
+	if !stratus.IsTransient(err) {
 		t.Errorf("ListInstances with vCenter down: %v, want a transient error", err)
 	}
-	if _, err := plain.ListInstances(t.Context()); !pcp.IsTransient(err) {
+	if _, err := plain.ListInstances(t.Context()); !stratus.IsTransient(err) {
 		t.Errorf("ListInstances (no watch) with vCenter down: %v, want a transient error", err)
 	}
 	if ok, err := plain.InstanceExists(t.Context(), nodeNamed("node-1")); err == nil || ok {

@@ -17,7 +17,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/internal/vcsim"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // tag attaches a tag of category to the inventory object at path.
@@ -157,7 +157,7 @@ func TestTLS(t *testing.T) {
 				}
 				return
 			}
-			if err == nil || !strings.Contains(err.Error(), "TLS: ") || pcp.IsTransient(err) {
+			if err == nil || !strings.Contains(err.Error(), "TLS: ") || stratus.IsTransient(err) {
 				t.Fatalf("ListInstances with an untrusted certificate: %v; want a TLS error that is not transient", err)
 			}
 		})

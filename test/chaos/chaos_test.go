@@ -49,7 +49,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	mccli "github.com/stratus-ccm/stratus/internal/cli/minicloud"
+	mccli "github.com/stratus-ccm/stratus/internal/cli/minicloudcmd"
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
 	"github.com/stratus-ccm/stratus/minicloud/client"

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
-	cloudapi "k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
 )
@@ -261,7 +261,7 @@ var scenarios = []scenario{
 			if _, err := r.cloud.Client.StopInstance(r.ctx, inst.ID); err != nil {
 				r.t.Fatalf("stop instance: %v", err)
 			}
-			r.waitNode("node-a", "shutdown taint", hasTaint(cloudapi.TaintNodeShutdown))
+			r.waitNode("node-a", "shutdown taint", hasTaint(cloudproviderapi.TaintNodeShutdown))
 		},
 	},
 	{
@@ -294,7 +294,7 @@ var scenarios = []scenario{
 			base := r.failCloud("GET /v1/instances", "GET /v1/instances/{id}")
 			r.join(inst, nodeOptions{})
 			r.waitCloudErrors(base, 3)
-			if n := r.node("node-a"); !hasTaint(cloudapi.TaintExternalCloudProvider)(n) || n.Spec.ProviderID != "" {
+			if n := r.node("node-a"); !hasTaint(cloudproviderapi.TaintExternalCloudProvider)(n) || n.Spec.ProviderID != "" {
 				r.t.Fatalf("%s: node initialized while the cloud fails: taints %v, provider ID %q", r.side, n.Spec.Taints, n.Spec.ProviderID)
 			}
 			r.clearFaults()
@@ -346,12 +346,12 @@ var scenarios = []scenario{
 			// Upstream behavior B3: a provided IP the cloud does not
 			// report is an error and the node stays uninitialized.
 			r.nodeStays("node-a", "uninitialized with a provided IP the cloud does not have", 2*time.Second, func(n *corev1.Node) bool {
-				return hasTaint(cloudapi.TaintExternalCloudProvider)(n) && n.Spec.ProviderID == ""
+				return hasTaint(cloudproviderapi.TaintExternalCloudProvider)(n) && n.Spec.ProviderID == ""
 			})
 			// The kubelet restarts with the right --node-ip.
 			if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 				n := r.node("node-a")
-				n.Annotations[cloudapi.AnnotationAlphaProvidedIPAddr] = bad.PrivateIP
+				n.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr] = bad.PrivateIP
 				_, err := r.kube.CoreV1().Nodes().Update(r.ctx, n, metav1.UpdateOptions{})
 				return err
 			}); err != nil {

@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
-	cloudapi "k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
@@ -222,13 +222,13 @@ func (r *run) join(inst *api.Instance, o nodeOptions) {
 	switch o.providedIP {
 	case "":
 	case providedIPv4:
-		n.Annotations[cloudapi.AnnotationAlphaProvidedIPAddr] = inst.PrivateIP
+		n.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr] = inst.PrivateIP
 	case providedIPv6:
-		n.Annotations[cloudapi.AnnotationAlphaProvidedIPAddr] = inst.PrivateIPv6
+		n.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr] = inst.PrivateIPv6
 	case providedDualStack:
-		n.Annotations[cloudapi.AnnotationAlphaProvidedIPAddr] = inst.PrivateIP + "," + inst.PrivateIPv6
+		n.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr] = inst.PrivateIP + "," + inst.PrivateIPv6
 	default:
-		n.Annotations[cloudapi.AnnotationAlphaProvidedIPAddr] = o.providedIP
+		n.Annotations[cloudproviderapi.AnnotationAlphaProvidedIPAddr] = o.providedIP
 	}
 	r.register(n, o)
 }
@@ -239,7 +239,7 @@ func (r *run) join(inst *api.Instance, o nodeOptions) {
 func (r *run) register(n *corev1.Node, o nodeOptions) {
 	r.t.Helper()
 	if !o.initialized {
-		n.Spec.Taints = []corev1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
+		n.Spec.Taints = []corev1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}}
 	}
 	_, err := r.kube.CoreV1().Nodes().Create(r.ctx, n, metav1.CreateOptions{})
 	if err != nil {
@@ -330,7 +330,7 @@ func (r *run) waitCloud(what string, cond func([]api.LoadBalancer, []api.Route) 
 // and more addresses than the kubelet's hostname.
 func initialized(n *corev1.Node) bool {
 	for _, t := range n.Spec.Taints {
-		if t.Key == cloudapi.TaintExternalCloudProvider {
+		if t.Key == cloudproviderapi.TaintExternalCloudProvider {
 			return false
 		}
 	}

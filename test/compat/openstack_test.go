@@ -24,7 +24,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	cloudapi "k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
@@ -316,7 +316,7 @@ func openStackScenario(r *run) {
 	if err := r.setReady("os-2", false); err != nil {
 		t.Fatal(err)
 	}
-	r.waitNode("os-2", "shutdown taint", hasTaint(cloudapi.TaintNodeShutdown))
+	r.waitNode("os-2", "shutdown taint", hasTaint(cloudproviderapi.TaintNodeShutdown))
 
 	// Deletion: a gone instance's Node is deleted, and it leaves the pools.
 	if err := r.cloud.Client.DeleteInstance(ctx, insts["os-2"].ID); err != nil {

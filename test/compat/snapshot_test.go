@@ -12,7 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	cloudapi "k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
@@ -114,7 +114,7 @@ func (r *run) takeSnapshot(wantEvents []string) (snapshot, map[string]string) {
 func impliedEvents(s snapshot) []string {
 	var want []string
 	for _, n := range s.Nodes {
-		if n.ProviderID != "" && !slices.ContainsFunc(n.Taints, func(t string) bool { return strings.HasPrefix(t, cloudapi.TaintExternalCloudProvider+"=") }) {
+		if n.ProviderID != "" && !slices.ContainsFunc(n.Taints, func(t string) bool { return strings.HasPrefix(t, cloudproviderapi.TaintExternalCloudProvider+"=") }) {
 			want = append(want, "Node/"+n.Name+": Normal Synced")
 		}
 	}

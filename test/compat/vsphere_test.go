@@ -15,7 +15,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	cloudapi "k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/yaml"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
@@ -350,7 +350,7 @@ var vsphereScenarios = []scenario{
 			if err := r.vc.PowerOff(r.ctx, "node-0"); err != nil {
 				r.t.Fatal(err)
 			}
-			r.waitNode("node-0", "shutdown taint", hasTaint(cloudapi.TaintNodeShutdown))
+			r.waitNode("node-0", "shutdown taint", hasTaint(cloudproviderapi.TaintNodeShutdown))
 		},
 	},
 	{
@@ -363,16 +363,16 @@ var vsphereScenarios = []scenario{
 			if err := r.vc.ShutdownGuest(r.ctx, "node-1"); err != nil {
 				r.t.Fatal(err)
 			}
-			r.waitNode("node-1", "shutdown taint", hasTaint(cloudapi.TaintNodeShutdown))
+			r.waitNode("node-1", "shutdown taint", hasTaint(cloudproviderapi.TaintNodeShutdown))
 			if err := r.vc.PowerOn(r.ctx, "node-1"); err != nil {
 				r.t.Fatal(err)
 			}
 			// Five node-monitor periods.
-			r.nodeStays("node-1", "shutdown taint kept while NotReady", 5*time.Second, hasTaint(cloudapi.TaintNodeShutdown))
+			r.nodeStays("node-1", "shutdown taint kept while NotReady", 5*time.Second, hasTaint(cloudproviderapi.TaintNodeShutdown))
 			if err := r.setReady("node-1", true); err != nil {
 				r.t.Fatal(err)
 			}
-			r.waitNode("node-1", "shutdown taint removed", func(n *corev1.Node) bool { return !hasTaint(cloudapi.TaintNodeShutdown)(n) })
+			r.waitNode("node-1", "shutdown taint removed", func(n *corev1.Node) bool { return !hasTaint(cloudproviderapi.TaintNodeShutdown)(n) })
 		},
 	},
 	{

@@ -1,5 +1,5 @@
 // Package instanceindex matches Nodes to the instances of one provider listing
-// (pkg/cloudprovider.InstanceLister), so that a controller pass over all nodes
+// (pkg/stratus.InstanceLister), so that a controller pass over all nodes
 // costs one listing instead of one cloud call per node.
 package instanceindex
 
@@ -8,28 +8,28 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // Index is one listing, by provider ID, by instance name, by the other host
 // names instances list and by system UUID.
 type Index struct {
-	byID       map[string]*pcp.Instance
-	byLowerID  map[string]*pcp.Instance
-	byName     map[string]*pcp.Instance
-	byHostname map[string]*pcp.Instance
-	byUUID     map[string]*pcp.Instance
+	byID       map[string]*stratus.Instance
+	byLowerID  map[string]*stratus.Instance
+	byName     map[string]*stratus.Instance
+	byHostname map[string]*stratus.Instance
+	byUUID     map[string]*stratus.Instance
 	size       int
 }
 
 // New indexes list. Instances without provider ID are found only by name,
 // host name or system UUID. When two instances claim the same name, the
 // first one listed keeps it.
-func New(list []pcp.Instance) *Index {
+func New(list []stratus.Instance) *Index {
 	idx := &Index{
-		byID:      make(map[string]*pcp.Instance, len(list)),
-		byLowerID: make(map[string]*pcp.Instance, len(list)),
-		byName:    make(map[string]*pcp.Instance, len(list)),
+		byID:      make(map[string]*stratus.Instance, len(list)),
+		byLowerID: make(map[string]*stratus.Instance, len(list)),
+		byName:    make(map[string]*stratus.Instance, len(list)),
 		size:      len(list),
 	}
 	for i := range list {
@@ -48,7 +48,7 @@ func New(list []pcp.Instance) *Index {
 				continue
 			}
 			if idx.byHostname == nil {
-				idx.byHostname = map[string]*pcp.Instance{}
+				idx.byHostname = map[string]*stratus.Instance{}
 			}
 			if _, taken := idx.byHostname[h]; !taken {
 				idx.byHostname[h] = inst
@@ -59,7 +59,7 @@ func New(list []pcp.Instance) *Index {
 				continue
 			}
 			if idx.byUUID == nil {
-				idx.byUUID = map[string]*pcp.Instance{}
+				idx.byUUID = map[string]*stratus.Instance{}
 			}
 			u = strings.ToLower(u)
 			if _, taken := idx.byUUID[u]; !taken {
@@ -75,7 +75,7 @@ func New(list []pcp.Instance) *Index {
 // node without one, the one named like the node, else the one listing the node's
 // name among its host names, else the one with the node's system UUID. It returns
 // nil when the listing has no such instance.
-func (idx *Index) Find(node *v1.Node) *pcp.Instance {
+func (idx *Index) Find(node *v1.Node) *stratus.Instance {
 	if id := node.Spec.ProviderID; id != "" {
 		if inst := idx.byID[id]; inst != nil {
 			return inst

@@ -7,11 +7,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 func TestFind(t *testing.T) {
-	idx := New([]pcp.Instance{
+	idx := New([]stratus.Instance{
 		{Name: "a", Metadata: cloudprovider.InstanceMetadata{ProviderID: "p://1"}},
 		{Name: "b", Metadata: cloudprovider.InstanceMetadata{ProviderID: "p://2"}, Hostnames: []string{"b.example", "a"}},
 		{Name: "vm-c", Metadata: cloudprovider.InstanceMetadata{ProviderID: "p://3"}, Hostnames: []string{"c.example"},

@@ -14,7 +14,7 @@
 // reported with a NodeDeletionBlocked event and the
 // stratus_node_deletion_blocked_total metric. Ready Nodes are never deleted.
 //
-// When the provider can list its instances (pkg/cloudprovider.InstanceLister), a
+// When the provider can list its instances (pkg/stratus.InstanceLister), a
 // pass costs one listing per provider; otherwise one or two calls per NotReady
 // Node. Ready Nodes cost nothing.
 //

@@ -9,7 +9,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	cloudapi "k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/testenv"
@@ -143,7 +143,7 @@ func TestJoiningNodeResolvedFromTheListing(t *testing.T) {
 	}
 	h.createNodes(1, 2, func(n *v1.Node) {
 		n.Spec.ProviderID = ""
-		n.Spec.Taints = []v1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule}}
+		n.Spec.Taints = []v1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule}}
 	})
 	h.eventually(30*time.Second, "the joining node's machine behind the load balancer", func() (bool, error) {
 		lbs, err := reader.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{mcprovider.TagServiceUID: string(svc.UID)}})

@@ -10,10 +10,10 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/fake"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // testLB is a load balancer in testCloud.
@@ -136,7 +136,7 @@ func (c *testCloud) EnsureLoadBalancer(_ context.Context, cluster string, svc *v
 	}
 	c.maxProvisioning = max(c.maxProvisioning, provisioning)
 	if now.Before(lb.readyAt) {
-		return nil, api.NewRetryError("load balancer is provisioning", c.retryAfter)
+		return nil, cloudproviderapi.NewRetryError("load balancer is provisioning", c.retryAfter)
 	}
 	return c.ensuredStatus(lb), nil
 }
@@ -246,21 +246,21 @@ func hostNames(nodes []*v1.Node) []string {
 // asked cluster only (foreign ones carry another cluster name).
 type listingCloud struct{ *testCloud }
 
-var _ pcp.LoadBalancerLister = listingCloud{}
+var _ stratus.LoadBalancerLister = listingCloud{}
 
 // ListLoadBalancers lists the load balancers tagged with cluster: those still
 // provisioning as such, the others with the status Ensure would answer.
-func (c listingCloud) ListLoadBalancers(_ context.Context, cluster string) ([]pcp.LoadBalancerRef, error) {
+func (c listingCloud) ListLoadBalancers(_ context.Context, cluster string) ([]stratus.LoadBalancerRef, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.calls["list"]++
 	now := time.Now()
-	var out []pcp.LoadBalancerRef
+	var out []stratus.LoadBalancerRef
 	for name, lb := range c.lbs {
 		if lb.cluster != cluster {
 			continue
 		}
-		ref := pcp.LoadBalancerRef{Name: name, ServiceNamespace: lb.svc.Namespace, ServiceName: lb.svc.Name, ServiceUID: lb.uid}
+		ref := stratus.LoadBalancerRef{Name: name, ServiceNamespace: lb.svc.Namespace, ServiceName: lb.svc.Name, ServiceUID: lb.uid}
 		if now.Before(lb.readyAt) {
 			ref.Provisioning = true
 		} else {

@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	cloudprovider "k8s.io/cloud-provider"
-	cloudapi "k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/cloud-provider/fake"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/config"
@@ -470,7 +470,7 @@ func TestBackendNodes(t *testing.T) {
 // cloud provider: the uninitialized taint, no provider ID.
 func joiningNode(n *v1.Node) {
 	n.Spec.ProviderID = ""
-	n.Spec.Taints = []v1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule}}
+	n.Spec.Taints = []v1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule}}
 }
 
 func initializeNode(n *v1.Node) { n.Spec.ProviderID, n.Spec.Taints = "fake://"+n.Name, nil }

@@ -15,7 +15,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	cloudprovider "k8s.io/cloud-provider"
-	cloudapi "k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -247,7 +247,7 @@ func (c *Controller) knownGone(node *v1.Node) bool {
 // taint and no provider ID.
 func joining(node *v1.Node) bool {
 	return node.Spec.ProviderID == "" && slices.ContainsFunc(node.Spec.Taints, func(t v1.Taint) bool {
-		return t.Key == cloudapi.TaintExternalCloudProvider
+		return t.Key == cloudproviderapi.TaintExternalCloudProvider
 	})
 }
 

@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // periodic runs the drift check and the orphan scan every resync period, on the
@@ -46,8 +46,8 @@ func (p *periodic) Start(ctx context.Context) error {
 
 // listing is one provider's answer to ListLoadBalancers.
 type listing struct {
-	refs  []pcp.LoadBalancerRef
-	byUID map[types.UID]pcp.LoadBalancerRef
+	refs  []stratus.LoadBalancerRef
+	byUID map[types.UID]stratus.LoadBalancerRef
 	err   error
 }
 
@@ -63,7 +63,7 @@ func (p *periodic) list(ctx context.Context) map[*cloud.Provider]*listing {
 		if !ok {
 			continue
 		}
-		l := &listing{refs: refs, err: err, byUID: make(map[types.UID]pcp.LoadBalancerRef, len(refs))}
+		l := &listing{refs: refs, err: err, byUID: make(map[types.UID]stratus.LoadBalancerRef, len(refs))}
 		if err != nil {
 			log.FromContext(ctx).Error(err, "list load balancers", "provider", prov.Name())
 		}
@@ -112,7 +112,7 @@ func (p *periodic) checkDrift(ctx context.Context, listings map[*cloud.Provider]
 			exists bool
 		)
 		if l := listings[entry.provider]; l != nil && l.err == nil {
-			var ref pcp.LoadBalancerRef
+			var ref stratus.LoadBalancerRef
 			ref, exists = l.byUID[svc.UID]
 			status = ref.Status
 		} else {
@@ -172,7 +172,7 @@ func (p *periodic) removeOrphans(ctx context.Context, listings map[*cloud.Provid
 // serviceExists reports whether ref's Service still exists with the same UID. A
 // Service the cache does not have is confirmed against the API server before
 // anything is deleted; an unanswered question counts as "exists".
-func (p *periodic) serviceExists(ctx context.Context, ref pcp.LoadBalancerRef) bool {
+func (p *periodic) serviceExists(ctx context.Context, ref stratus.LoadBalancerRef) bool {
 	key := types.NamespacedName{Namespace: ref.ServiceNamespace, Name: ref.ServiceName}
 	var svc v1.Service
 	err := p.client.Get(ctx, key, &svc)
@@ -191,7 +191,7 @@ func (p *periodic) serviceExists(ctx context.Context, ref pcp.LoadBalancerRef) b
 
 // deleteOrphan deletes the orphan ref through the provider, with a Service
 // rebuilt from the reference. It reports success.
-func (p *periodic) deleteOrphan(ctx context.Context, prov *cloud.Provider, ref pcp.LoadBalancerRef) bool {
+func (p *periodic) deleteOrphan(ctx context.Context, prov *cloud.Provider, ref stratus.LoadBalancerRef) bool {
 	logger := log.FromContext(ctx).WithValues("provider", prov.Name(), "loadBalancer", ref.Name,
 		"service", types.NamespacedName{Namespace: ref.ServiceNamespace, Name: ref.ServiceName}, "uid", ref.ServiceUID)
 	svc := &v1.Service{

@@ -8,9 +8,9 @@ import (
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // A Service's sync, a backend pass and a periodic scan each have three steps,
@@ -237,7 +237,7 @@ func planListing(now time.Time, st svcState, state lbState, status *v1.LoadBalan
 // Service carries a LoadBalancerReady condition; key names the Service in
 // errors.
 func planEnsureResult(now time.Time, key string, status *v1.LoadBalancerStatus, err error, hasReady bool, n int, fp, readyFP string) []action {
-	var retryErr *api.RetryError
+	var retryErr *cloudproviderapi.RetryError
 	switch {
 	case errors.Is(err, cloudprovider.ImplementedElsewhere):
 		return []action{{kind: actElsewhere}}
@@ -349,7 +349,7 @@ type orphanKey struct {
 // is gone.
 type orphan struct {
 	provider string
-	ref      pcp.LoadBalancerRef
+	ref      stratus.LoadBalancerRef
 }
 
 func (o orphan) key() orphanKey { return orphanKey{o.provider, o.ref.Name} }

@@ -15,12 +15,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // The plans' timing behaviour, step by step on a fake clock: what each
@@ -41,7 +41,7 @@ type passNode struct {
 func (p passNode) node() *v1.Node {
 	n := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: p.name, CreationTimestamp: metav1.NewTime(t0.Add(p.created))}}
 	if p.joining {
-		n.Spec.Taints = []v1.Taint{{Key: api.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule}}
+		n.Spec.Taints = []v1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: v1.TaintEffectNoSchedule}}
 	} else {
 		n.Spec.ProviderID = "fake://" + p.name
 	}
@@ -215,7 +215,7 @@ var lbStatus = &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "20
 // "still provisioning".
 func TestProvisioningTiming(t *testing.T) {
 	fc := clocktesting.NewFakeClock(t0)
-	retry := api.NewRetryError("load balancer is provisioning", 2*time.Second)
+	retry := cloudproviderapi.NewRetryError("load balancer is provisioning", 2*time.Second)
 	var st svcState
 	apply := func(plan []action) {
 		for _, a := range plan {
@@ -257,7 +257,7 @@ func TestProvisioningTiming(t *testing.T) {
 }
 
 func TestPlanEnsureResult(t *testing.T) {
-	retry := api.NewRetryError("load balancer is provisioning", time.Second)
+	retry := cloudproviderapi.NewRetryError("load balancer is provisioning", time.Second)
 	for _, tc := range []struct {
 		name     string
 		status   *v1.LoadBalancerStatus
@@ -361,8 +361,8 @@ func TestDriftReason(t *testing.T) {
 func TestOrphanTiming(t *testing.T) {
 	const grace = 5 * time.Minute
 	fc := clocktesting.NewFakeClock(t0)
-	a := orphan{provider: "p1", ref: pcp.LoadBalancerRef{Name: "a"}}
-	b := orphan{provider: "p2", ref: pcp.LoadBalancerRef{Name: "b"}}
+	a := orphan{provider: "p1", ref: stratus.LoadBalancerRef{Name: "a"}}
+	b := orphan{provider: "p2", ref: stratus.LoadBalancerRef{Name: "b"}}
 	seen := map[orphanKey]time.Time{}
 	names := func(os []orphan) []string {
 		out := []string{}

@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // provisioningFreshness is the shortest time between two listings of a
@@ -53,7 +53,7 @@ type sharedListing struct {
 	mu    sync.Mutex // held while listing: concurrent askers wait for the one call
 	at    time.Time
 	ok    bool
-	byUID map[types.UID]pcp.LoadBalancerRef
+	byUID map[types.UID]stratus.LoadBalancerRef
 }
 
 func newProvisioningListings(freshness time.Duration, clk clock.PassiveClock) *provisioningListings {
@@ -81,7 +81,7 @@ func (l *provisioningListings) state(ctx context.Context, p *cloud.Provider, clu
 		}
 		refs, ok, err := p.ListLoadBalancers(cloud.WithPriority(ctx, cloud.PriorityLBWrite), clusterName)
 		sl.at, sl.ok = l.clock.Now(), ok && err == nil
-		sl.byUID = make(map[types.UID]pcp.LoadBalancerRef, len(refs))
+		sl.byUID = make(map[types.UID]stratus.LoadBalancerRef, len(refs))
 		for _, r := range refs {
 			sl.byUID[r.ServiceUID] = r
 		}

@@ -11,7 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
-	"k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -19,7 +19,7 @@ import (
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/echo"
 	"github.com/stratus-ccm/stratus/pkg/annotations"
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // Reconcile syncs one Service's load balancer. It never waits for the cloud to
@@ -198,10 +198,10 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	lb, _ := p.LoadBalancer()
 	ectx := cloud.WithPriority(ctx, cloud.PriorityLBWrite)
 	if absent {
-		ectx = pcp.WithLoadBalancerAbsent(ectx)
+		ectx = stratus.WithLoadBalancerAbsent(ectx)
 	}
 	status, err := lb.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, nodes)
-	var retryErr *api.RetryError
+	var retryErr *cloudproviderapi.RetryError
 	if errors.As(err, &retryErr) {
 		logger.V(1).Info("load balancer provisioning; checking again later", "after", retryErr.RetryAfter())
 	}

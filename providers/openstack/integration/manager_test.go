@@ -26,7 +26,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
-	cloudapi "k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
@@ -117,7 +117,7 @@ func join(t *testing.T, cs kubernetes.Interface, name string, ready bool, podCID
 	t.Helper()
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 	}
 	if podCIDR != "" {
 		n.Spec.PodCIDR, n.Spec.PodCIDRs = podCIDR, []string{podCIDR}
@@ -154,7 +154,7 @@ func initialized(t *testing.T, cs kubernetes.Interface, name string) *corev1.Nod
 			return false, err
 		}
 		node = n
-		return !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloudapi.TaintExternalCloudProvider }), nil
+		return !slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == cloudproviderapi.TaintExternalCloudProvider }), nil
 	})
 	return node
 }

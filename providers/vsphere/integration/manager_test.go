@@ -20,7 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
-	cloudapi "k8s.io/cloud-provider/api"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
@@ -95,7 +95,7 @@ func join(t *testing.T, cs kubernetes.Interface, name, systemUUID string, notRea
 	t.Helper()
 	n := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: cloudapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Value: "true", Effect: corev1.TaintEffectNoSchedule}}},
 	}
 	ctx := context.Background()
 	if _, err := cs.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
@@ -154,7 +154,7 @@ func TestNodeLifecycle(t *testing.T) {
 			return false, err
 		}
 		node = n
-		return !hasTaint(n, cloudapi.TaintExternalCloudProvider), nil
+		return !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider), nil
 	})
 	if node.Spec.ProviderID != "vsphere://"+vm.UUID {
 		t.Errorf("provider ID = %q, want vsphere://%s", node.Spec.ProviderID, vm.UUID)
@@ -251,7 +251,7 @@ func TestWrongCredentials(t *testing.T) {
 		if err != nil {
 			t.Fatalf("node %s: %v", name, err)
 		}
-		if name == "node-0" && (!hasTaint(n, cloudapi.TaintExternalCloudProvider) || n.Spec.ProviderID != "") {
+		if name == "node-0" && (!hasTaint(n, cloudproviderapi.TaintExternalCloudProvider) || n.Spec.ProviderID != "") {
 			t.Errorf("node-0 was initialized with wrong credentials: %+v", n.Spec)
 		}
 	}
@@ -274,7 +274,7 @@ func TestWrongCredentials(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		return !hasTaint(n, cloudapi.TaintExternalCloudProvider) && strings.HasPrefix(n.Spec.ProviderID, "vsphere://"), nil
+		return !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider) && strings.HasPrefix(n.Spec.ProviderID, "vsphere://"), nil
 	})
 	testsupport.Eventually(t, 90*time.Second, "old-node, whose VM is gone, to be deleted", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoreV1().Nodes().Get(ctx, "old-node", metav1.GetOptions{})
@@ -319,7 +319,7 @@ func TestVMWithoutIPs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !hasTaint(n, cloudapi.TaintExternalCloudProvider) || n.Spec.ProviderID != "" {
+	if !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider) || n.Spec.ProviderID != "" {
 		t.Fatalf("node-0 initialized without addresses: provider ID %q, taints %v", n.Spec.ProviderID, n.Spec.Taints)
 	}
 
@@ -332,7 +332,7 @@ func TestVMWithoutIPs(t *testing.T) {
 		if err != nil {
 			return false, err
 		}
-		return !hasTaint(n, cloudapi.TaintExternalCloudProvider) &&
+		return !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider) &&
 			slices.Contains(n.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ip}), nil
 	})
 }

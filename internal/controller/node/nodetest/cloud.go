@@ -1,7 +1,7 @@
 // Package nodetest holds the test doubles and helpers shared by the integration
 // tests of the node and node lifecycle controllers: a concurrency-safe InstancesV2
 // cloud with per-instance state and call counts (optionally listing its instances
-// through pkg/cloudprovider.InstanceLister), and a harness that runs a manager
+// through pkg/stratus.InstanceLister), and a harness that runs a manager
 // against the test API server, scoped to the test's own Nodes.
 package nodetest
 
@@ -17,7 +17,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/cloud-provider/fake"
 
-	pcp "github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // Cloud is an InstancesV2 provider whose instances tests change while
@@ -53,25 +53,25 @@ func NewCloud(name string) *Cloud {
 	}
 }
 
-// Listing returns c as a provider that also implements pcp.InstanceLister.
+// Listing returns c as a provider that also implements stratus.InstanceLister.
 func (c *Cloud) Listing() *ListingCloud { return &ListingCloud{c} }
 
 // ListingCloud is a Cloud that can list its instances.
 type ListingCloud struct{ *Cloud }
 
-var _ pcp.InstanceLister = (*ListingCloud)(nil)
+var _ stratus.InstanceLister = (*ListingCloud)(nil)
 
 // ListInstances lists every instance, or fails with the error set by SetListError.
-func (c *ListingCloud) ListInstances(context.Context) ([]pcp.Instance, error) {
+func (c *ListingCloud) ListInstances(context.Context) ([]stratus.Instance, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.count("ListInstances")
 	if c.listErr != nil {
 		return nil, c.listErr
 	}
-	out := make([]pcp.Instance, 0, len(c.instances))
+	out := make([]stratus.Instance, 0, len(c.instances))
 	for name, inst := range c.instances {
-		out = append(out, pcp.Instance{Name: name, Metadata: inst.Metadata, Shutdown: inst.Shutdown})
+		out = append(out, stratus.Instance{Name: name, Metadata: inst.Metadata, Shutdown: inst.Shutdown})
 	}
 	return out, nil
 }

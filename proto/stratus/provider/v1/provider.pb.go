@@ -166,9 +166,9 @@ const (
 	Error_KIND_IMPLEMENTED_ELSEWHERE Error_Kind = 4
 	// k8s.io/cloud-provider/api RetryError; retry_after is its delay.
 	Error_KIND_RETRY Error_Kind = 5
-	// pcp.ThrottledError; retry_after is the cloud's Retry-After (unset: not said).
+	// stratus.ThrottledError; retry_after is the cloud's Retry-After (unset: not said).
 	Error_KIND_THROTTLED Error_Kind = 6
-	// pcp.TransientError.
+	// stratus.TransientError.
 	Error_KIND_TRANSIENT Error_Kind = 7
 )
 
@@ -720,7 +720,7 @@ func (*ListInstancesRequest) Descriptor() ([]byte, []int) {
 	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{8}
 }
 
-// Instance is pcp.Instance.
+// Instance is stratus.Instance.
 type Instance struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  *string                `protobuf:"bytes,1,opt,name=name,proto3,oneof" json:"name,omitempty"`
@@ -1309,7 +1309,7 @@ func (x *ListLoadBalancersRequest) GetClusterName() string {
 	return ""
 }
 
-// LoadBalancerRef is pcp.LoadBalancerRef.
+// LoadBalancerRef is stratus.LoadBalancerRef.
 type LoadBalancerRef struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Name             *string                `protobuf:"bytes,1,opt,name=name,proto3,oneof" json:"name,omitempty"`

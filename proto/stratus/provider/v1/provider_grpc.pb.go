@@ -79,9 +79,9 @@ type ProviderClient interface {
 	InstanceShutdown(ctx context.Context, in *InstanceRequest, opts ...grpc.CallOption) (*InstanceShutdownResponse, error)
 	// InstanceMetadata is InstancesV2.InstanceMetadata.
 	InstanceMetadata(ctx context.Context, in *InstanceRequest, opts ...grpc.CallOption) (*InstanceMetadataResponse, error)
-	// ListInstances is pcp.InstanceLister.ListInstances.
+	// ListInstances is stratus.InstanceLister.ListInstances.
 	ListInstances(ctx context.Context, in *ListInstancesRequest, opts ...grpc.CallOption) (*ListInstancesResponse, error)
-	// WatchInstances is pcp.InstanceWatcher.WatchInstances: one message per
+	// WatchInstances is stratus.InstanceWatcher.WatchInstances: one message per
 	// call of changed; the stream ends with the watch's error.
 	WatchInstances(ctx context.Context, in *WatchInstancesRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[InstancesChanged], error)
 	// GetLoadBalancer is LoadBalancer.GetLoadBalancer.
@@ -94,7 +94,7 @@ type ProviderClient interface {
 	UpdateLoadBalancer(ctx context.Context, in *LoadBalancerNodesRequest, opts ...grpc.CallOption) (*UpdateLoadBalancerResponse, error)
 	// EnsureLoadBalancerDeleted is LoadBalancer.EnsureLoadBalancerDeleted.
 	EnsureLoadBalancerDeleted(ctx context.Context, in *LoadBalancerRequest, opts ...grpc.CallOption) (*EnsureLoadBalancerDeletedResponse, error)
-	// ListLoadBalancers is pcp.LoadBalancerLister.ListLoadBalancers.
+	// ListLoadBalancers is stratus.LoadBalancerLister.ListLoadBalancers.
 	ListLoadBalancers(ctx context.Context, in *ListLoadBalancersRequest, opts ...grpc.CallOption) (*ListLoadBalancersResponse, error)
 	// ListRoutes is Routes.ListRoutes.
 	ListRoutes(ctx context.Context, in *ListRoutesRequest, opts ...grpc.CallOption) (*ListRoutesResponse, error)
@@ -419,9 +419,9 @@ type ProviderServer interface {
 	InstanceShutdown(context.Context, *InstanceRequest) (*InstanceShutdownResponse, error)
 	// InstanceMetadata is InstancesV2.InstanceMetadata.
 	InstanceMetadata(context.Context, *InstanceRequest) (*InstanceMetadataResponse, error)
-	// ListInstances is pcp.InstanceLister.ListInstances.
+	// ListInstances is stratus.InstanceLister.ListInstances.
 	ListInstances(context.Context, *ListInstancesRequest) (*ListInstancesResponse, error)
-	// WatchInstances is pcp.InstanceWatcher.WatchInstances: one message per
+	// WatchInstances is stratus.InstanceWatcher.WatchInstances: one message per
 	// call of changed; the stream ends with the watch's error.
 	WatchInstances(*WatchInstancesRequest, grpc.ServerStreamingServer[InstancesChanged]) error
 	// GetLoadBalancer is LoadBalancer.GetLoadBalancer.
@@ -434,7 +434,7 @@ type ProviderServer interface {
 	UpdateLoadBalancer(context.Context, *LoadBalancerNodesRequest) (*UpdateLoadBalancerResponse, error)
 	// EnsureLoadBalancerDeleted is LoadBalancer.EnsureLoadBalancerDeleted.
 	EnsureLoadBalancerDeleted(context.Context, *LoadBalancerRequest) (*EnsureLoadBalancerDeletedResponse, error)
-	// ListLoadBalancers is pcp.LoadBalancerLister.ListLoadBalancers.
+	// ListLoadBalancers is stratus.LoadBalancerLister.ListLoadBalancers.
 	ListLoadBalancers(context.Context, *ListLoadBalancersRequest) (*ListLoadBalancersResponse, error)
 	// ListRoutes is Routes.ListRoutes.
 	ListRoutes(context.Context, *ListRoutesRequest) (*ListRoutesResponse, error)

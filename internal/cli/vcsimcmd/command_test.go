@@ -1,4 +1,4 @@
-package vcsim
+package vcsimcmd
 
 import (
 	"bufio"

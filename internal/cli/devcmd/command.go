@@ -1,7 +1,7 @@
-// Package dev is the `stratus dev` command tree: the command itself runs the
+// Package devcmd is the `stratus dev` command tree: the command itself runs the
 // local environment (internal/devenv) until Ctrl-C, `demo` walks through it,
 // and `minicloud` and `vcsim` stop and start its clouds for outage drills.
-package dev
+package devcmd
 
 import (
 	"fmt"

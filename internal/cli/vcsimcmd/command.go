@@ -1,7 +1,7 @@
-// Package vcsim is the `stratus vcsim` command tree: the command itself
+// Package vcsimcmd is the `stratus vcsim` command tree: the command itself
 // serves a simulated vCenter (internal/vcsim) until Ctrl-C, and `vm` and
 // `requests` drive a running one through its control API.
-package vcsim
+package vcsimcmd
 
 import (
 	"errors"

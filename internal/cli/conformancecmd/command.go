@@ -1,8 +1,8 @@
-// Package conformance is the `stratus conformance` command: it runs the
+// Package conformancecmd is the `stratus conformance` command: it runs the
 // provider conformance kit (pkg/conformance) with registered drivers and
 // prints a table, optionally JUnit XML and the Markdown matrix of
 // docs/conformance.md.
-package conformance
+package conformancecmd
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package bench
+package benchcmd
 
 import (
 	"fmt"
@@ -8,12 +8,12 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	benchmark "github.com/stratus-ccm/stratus/internal/bench"
+	"github.com/stratus-ccm/stratus/internal/bench"
 )
 
 // pluginBenchSizes are bench-plugin's default sizes: moderate, a few
 // minutes in all.
-var pluginBenchSizes = benchmark.Sizes{BurstNodes: 300, LBBurstNodes: 20, LBBurstServices: 100}
+var pluginBenchSizes = bench.Sizes{BurstNodes: 300, LBBurstNodes: 20, LBBurstServices: 100}
 
 // NewPluginCommand returns `stratus bench-plugin`: the cost of running
 // the provider out of process.
@@ -22,7 +22,7 @@ func NewPluginCommand() *cobra.Command {
 		out, markdown, binDir, stratusCCM string
 		sizes                             []string
 		calls                             int
-		opts                              = benchmark.Options{Cloud: benchmark.DefaultCloud}
+		opts                              = bench.Options{Cloud: bench.DefaultCloud}
 	)
 	cmd := &cobra.Command{
 		Use:   "bench-plugin",
@@ -52,7 +52,7 @@ docs/plugins.md.`,
 			}
 			w := cmd.ErrOrStderr()
 			logger := funcr.New(func(prefix, args string) { fmt.Fprintln(w, "bench-plugin:", args) }, funcr.Options{})
-			rep, err := benchmark.RunPlugin(log.IntoContext(cmd.Context(), logger), opts, calls)
+			rep, err := bench.RunPlugin(log.IntoContext(cmd.Context(), logger), opts, calls)
 			if err != nil {
 				return err
 			}
@@ -69,7 +69,7 @@ docs/plugins.md.`,
 	}
 	f := cmd.Flags()
 	f.StringArrayVar(&sizes, "size", nil, "override one scenario size, name=value (burstNodes, lbBurstNodes, lbBurstServices); repeatable")
-	f.IntVar(&calls, "calls", benchmark.DefaultPluginCalls, "how many times each single provider call is made on each side")
+	f.IntVar(&calls, "calls", bench.DefaultPluginCalls, "how many times each single provider call is made on each side")
 	f.StringVar(&opts.WorkDir, "work-dir", "", "keep the control planes' files and the logs of each manager and plugin in this folder (default: a temporary folder, removed)")
 	f.StringVar(&out, "out", "bench/results/plugin.json", "where to write the JSON results")
 	f.StringVar(&markdown, "markdown", "", "also write the results tables (Markdown) to this file")

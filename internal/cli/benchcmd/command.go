@@ -1,8 +1,8 @@
-// Package bench is the `stratus bench` and `stratus bench-plugin` commands:
+// Package benchcmd is the `stratus bench` and `stratus bench-plugin` commands:
 // flags and reports around the benchmark harness (internal/bench), which runs
 // stratus side by side with the upstream CCM, and stratus's providers in
 // process against the same as plugins.
-package bench
+package benchcmd
 
 import (
 	"fmt"
@@ -16,7 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	benchmark "github.com/stratus-ccm/stratus/internal/bench"
+	"github.com/stratus-ccm/stratus/internal/bench"
 	"github.com/stratus-ccm/stratus/internal/repo"
 )
 
@@ -31,12 +31,12 @@ func NewCommand() *cobra.Command {
 		sizes                 []string
 		mergeInto             string
 		from                  string
-		opts                  = benchmark.Options{Cloud: benchmark.DefaultCloud}
+		opts                  = bench.Options{Cloud: bench.DefaultCloud}
 	)
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Benchmark stratus-ccm against the upstream cloud-controller-manager on the same control plane and minicloud",
-		Long: `bench runs each scenario (` + strings.Join(benchmark.Names(), ", ") + `) once
+		Long: `bench runs each scenario (` + strings.Join(bench.Names(), ", ") + `) once
 for the upstream CCM (hack/kubebins' ccm, with providers/minicloud) and once for
 stratus-ccm, each on a fresh control plane and minicloud with the same limits and
 the same --kube-api-qps/burst (vsphere-*: the upstream vSphere CCM against a
@@ -48,15 +48,15 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if from != "" {
-				rep, err := benchmark.ReadReport(from)
+				rep, err := bench.ReadReport(from)
 				if err != nil {
 					return fmt.Errorf("--from: %w", err)
 				}
 				return writeReport(cmd, rep, "", chart, ladderChart, markdown)
 			}
-			opts.Sizes = benchmark.FullSizes
+			opts.Sizes = bench.FullSizes
 			if quick {
-				opts.Sizes = benchmark.QuickSizes
+				opts.Sizes = bench.QuickSizes
 			}
 			for _, kv := range sizes {
 				if err := opts.Sizes.Set(kv); err != nil {
@@ -74,9 +74,9 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 			}
 			w := cmd.ErrOrStderr()
 			logger := funcr.New(func(prefix, args string) { fmt.Fprintln(w, "bench:", args) }, funcr.Options{})
-			var base *benchmark.Report
+			var base *bench.Report
 			if mergeInto != "" {
-				r, err := benchmark.ReadReport(mergeInto)
+				r, err := bench.ReadReport(mergeInto)
 				if err != nil {
 					return fmt.Errorf("--merge-into: %w", err)
 				}
@@ -84,7 +84,7 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 			}
 			// merged is the report to write: the results so far, folded into
 			// --merge-into's when given.
-			merged := func(rep *benchmark.Report) *benchmark.Report {
+			merged := func(rep *bench.Report) *bench.Report {
 				if base == nil {
 					return rep
 				}
@@ -95,12 +95,12 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 			}
 			// The JSON is written after every scenario, so an interrupted
 			// run keeps the scenarios it finished.
-			opts.Progress = func(rep *benchmark.Report) {
+			opts.Progress = func(rep *bench.Report) {
 				if err := merged(rep).WriteJSON(out); err != nil {
 					logger.Error(err, "writing the results so far")
 				}
 			}
-			rep, err := benchmark.Run(log.IntoContext(cmd.Context(), logger), opts)
+			rep, err := bench.Run(log.IntoContext(cmd.Context(), logger), opts)
 			if err != nil {
 				return err
 			}
@@ -128,7 +128,7 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 	f.DurationVar(&opts.Cloud.OpenStackProvisionDelay, "openstack-provision-delay", opts.Cloud.OpenStackProvisionDelay, "how long a new Octavia load balancer of the openstack-* scenarios stays PENDING_CREATE")
 	f.DurationVar(&opts.Cloud.OpenStackPendingDelay, "openstack-pending-delay", opts.Cloud.OpenStackPendingDelay, "how long an Octavia load balancer of the openstack-* scenarios stays PENDING_UPDATE after each change")
 	f.IntVar(&opts.Cloud.VSphereLatencyMS, "vsphere-latency-ms", opts.Cloud.VSphereLatencyMS, "latency added to every request to the simulated vCenter of the vsphere-* scenarios")
-	f.StringVar(&opts.Mode, "mode", "", `flags of both managers: "defaults" (none: each manager's own defaults), "tuned" (`+strings.Join(benchmark.TunedFlags, " ")+`), or empty for --kube-api-qps/--kube-api-burst below`)
+	f.StringVar(&opts.Mode, "mode", "", `flags of both managers: "defaults" (none: each manager's own defaults), "tuned" (`+strings.Join(bench.TunedFlags, " ")+`), or empty for --kube-api-qps/--kube-api-burst below`)
 	f.IntVar(&opts.Repeats, "repeats", 1, "runs of each short scenario (node-init-burst, lb-burst, node-churn) per manager; the report has the median and the range")
 	f.IntVar(&opts.KubeAPIQPS, "kube-api-qps", 20, "--kube-api-qps of both managers")
 	f.IntVar(&opts.KubeAPIBurst, "kube-api-burst", 30, "--kube-api-burst of both managers")
@@ -173,7 +173,7 @@ func kubebinsDir(root string) (string, error) {
 
 // writeReport writes rep as JSON to out (unless empty), its charts and its
 // table, which also goes to stdout.
-func writeReport(cmd *cobra.Command, rep *benchmark.Report, out, chart, ladderChart, markdown string) error {
+func writeReport(cmd *cobra.Command, rep *bench.Report, out, chart, ladderChart, markdown string) error {
 	if out != "" {
 		if err := rep.WriteJSON(out); err != nil {
 			return err

@@ -1,4 +1,4 @@
-// Package cloudprovider is what provider authors import from stratus.
+// Package stratus is what provider authors import from stratus.
 //
 // The base contract stays k8s.io/cloud-provider's Interface: a provider registered
 // with cloudprovider.RegisterCloudProvider in an init() block runs in stratus
@@ -17,4 +17,4 @@
 // failing: ThrottledError (the cloud API rate-limited us, e.g. HTTP 429 with
 // Retry-After: every call to the provider pauses, then the call is retried) and
 // TransientError (retry with backoff). Any other error reaches the controller as is.
-package cloudprovider
+package stratus

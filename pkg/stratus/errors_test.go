@@ -1,4 +1,4 @@
-package cloudprovider_test
+package stratus_test
 
 import (
 	"errors"
@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stratus-ccm/stratus/pkg/cloudprovider"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 func TestErrors(t *testing.T) {
@@ -18,21 +18,21 @@ func TestErrors(t *testing.T) {
 		wantThrottled time.Duration // -1: not throttled
 		wantTransient bool
 	}{
-		{"throttled with delay", cloudprovider.Throttled(3*time.Second, cause),
+		{"throttled with delay", stratus.Throttled(3*time.Second, cause),
 			"HTTP 429", 3 * time.Second, false},
-		{"throttled without a cause", cloudprovider.Throttled(3*time.Second, nil),
+		{"throttled without a cause", stratus.Throttled(3*time.Second, nil),
 			"throttled by the cloud API, retry after 3s", 3 * time.Second, false},
-		{"throttled, wrapped", fmt.Errorf("list instances: %w", cloudprovider.Throttled(0, nil)),
+		{"throttled, wrapped", fmt.Errorf("list instances: %w", stratus.Throttled(0, nil)),
 			"list instances: throttled by the cloud API", 0, false},
-		{"transient", cloudprovider.Transient(cause), "HTTP 429", -1, true},
-		{"transient, wrapped", fmt.Errorf("get: %w", cloudprovider.Transient(cause)), "get: HTTP 429", -1, true},
+		{"transient", stratus.Transient(cause), "HTTP 429", -1, true},
+		{"transient, wrapped", fmt.Errorf("get: %w", stratus.Transient(cause)), "get: HTTP 429", -1, true},
 		{"plain", cause, "HTTP 429", -1, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.err.Error() != tc.wantMsg {
 				t.Errorf("Error() = %q, want %q", tc.err.Error(), tc.wantMsg)
 			}
-			var th *cloudprovider.ThrottledError
+			var th *stratus.ThrottledError
 			switch isThrottled := errors.As(tc.err, &th); {
 			case tc.wantThrottled < 0 && isThrottled:
 				t.Error("unexpectedly a ThrottledError")
@@ -41,15 +41,15 @@ func TestErrors(t *testing.T) {
 			case isThrottled && th.RetryAfter != tc.wantThrottled:
 				t.Errorf("RetryAfter = %v, want %v", th.RetryAfter, tc.wantThrottled)
 			}
-			if got := cloudprovider.IsTransient(tc.err); got != tc.wantTransient {
+			if got := stratus.IsTransient(tc.err); got != tc.wantTransient {
 				t.Errorf("IsTransient = %v, want %v", got, tc.wantTransient)
 			}
 		})
 	}
-	if cloudprovider.Transient(nil) != nil {
+	if stratus.Transient(nil) != nil {
 		t.Error("Transient(nil) != nil")
 	}
-	if !errors.Is(cloudprovider.Throttled(time.Second, cause), cause) || !errors.Is(cloudprovider.Transient(cause), cause) {
+	if !errors.Is(stratus.Throttled(time.Second, cause), cause) || !errors.Is(stratus.Transient(cause), cause) {
 		t.Error("the cause is not reachable with errors.Is")
 	}
 }

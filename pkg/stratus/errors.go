@@ -1,4 +1,4 @@
-package cloudprovider
+package stratus
 
 import (
 	"errors"

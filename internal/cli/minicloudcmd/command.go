@@ -1,8 +1,8 @@
-// Package minicloud is the `stratus minicloud` command tree: `serve` runs
+// Package minicloudcmd is the `stratus minicloud` command tree: `serve` runs
 // the reference cloud, and `instances`, `lbs`, `routes`, `stats` and
 // `faults` drive a running one through its Go client with readable tables
 // (or JSON with -o json).
-package minicloud
+package minicloudcmd
 
 import (
 	"fmt"

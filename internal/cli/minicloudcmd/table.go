@@ -1,4 +1,4 @@
-package minicloud
+package minicloudcmd
 
 import (
 	"fmt"
