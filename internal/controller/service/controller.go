@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -180,7 +181,7 @@ func needsCleanup(svc *v1.Service) bool {
 	return hasFinalizer(svc) && (svc.DeletionTimestamp != nil || !wantsLB(svc))
 }
 
-func hasFinalizer(svc *v1.Service) bool { return slices.Contains(svc.Finalizers, Finalizer) }
+func hasFinalizer(svc *v1.Service) bool { return controllerutil.ContainsFinalizer(svc, Finalizer) }
 
 // servicePredicate is upstream's enqueue filter: creations of Services that want a
 // load balancer or need cleanup, updates that change what the load balancer is

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,6 +12,7 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -116,7 +116,7 @@ func (c *Controller) cleanup(ctx context.Context, svc *v1.Service, p *cloud.Prov
 		}
 	}
 	svc, err = c.patchService(ctx, svc, false, func(s *v1.Service) {
-		s.Finalizers = slices.DeleteFunc(s.Finalizers, func(f string) bool { return f == Finalizer })
+		controllerutil.RemoveFinalizer(s, Finalizer)
 	})
 	if err != nil {
 		return fmt.Errorf("remove finalizer of service %s: %w", key, err)
@@ -176,10 +176,7 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	// provider may create it without a lookup (it copes if one exists).
 	absent := false
 	svc, err = c.patchService(ctx, svc, false, func(s *v1.Service) {
-		absent = !slices.Contains(s.Finalizers, Finalizer)
-		if absent {
-			s.Finalizers = append(s.Finalizers, Finalizer)
-		}
+		absent = controllerutil.AddFinalizer(s, Finalizer)
 	})
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("add finalizer to service %s: %w", key, err)
