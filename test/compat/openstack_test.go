@@ -353,6 +353,14 @@ func openStackScenario(r *run) {
 	r.waitFor("floating IP released", func(context.Context) (bool, error) {
 		return minicloudtest.Refused(net.JoinHostPort(public, "80")), nil
 	})
+	// The finalizer goes after the load balancer: the snapshot must not
+	// race its removal.
+	for _, name := range []string{svcName, "internal"} {
+		r.waitFor("service "+name+" gone", func(ctx context.Context) (bool, error) {
+			_, err := r.kube.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), nil
+		})
+	}
 }
 
 func mustParseAddr(t *testing.T, s string) netip.Addr {
