@@ -9,18 +9,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gophercloud/gophercloud/v2"
+	gos "github.com/gophercloud/gophercloud/v2/openstack"
+	"github.com/gophercloud/gophercloud/v2/openstack/loadbalancer/v2/loadbalancers"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/stratus-ccm/stratus/internal/devenv"
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
 	"github.com/stratus-ccm/stratus/internal/testsupport"
+	mcserver "github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
-	"github.com/stratus-ccm/stratus/providers/minicloud" // also registers "minicloud" for the manager child process
+	"github.com/stratus-ccm/stratus/minicloud/openstack"
+	"github.com/stratus-ccm/stratus/providers/minicloud"   // also registers "minicloud" for the manager child process
+	_ "github.com/stratus-ccm/stratus/providers/openstack" // registers "openstack" for the manager child process
 )
 
 // TestChartRBACRunsEveryController runs the manager in a child process with the
@@ -28,27 +35,30 @@ import (
 // on, and checks that each one can do its whole job under the chart's RBAC: node
 // initialization, a route and the NetworkUnavailable condition, a load balancer
 // created and then deleted with its finalizer removed, and a node whose instance
-// is gone deleted by the lifecycle controller.
+// is gone deleted by the lifecycle controller. It runs with the minicloud
+// provider and with the OpenStack provider on minicloud's OpenStack dialect
+// (the vSphere provider, which reads a Secret, has TestChartRBACVSphere).
 func TestChartRBACRunsEveryController(t *testing.T) {
-	env := testenv.Get(t)
-	ns := env.Namespace(t)
-	admin := env.Clientset(t)
-	ctx := context.Background()
-
-	applyChartRBAC(t, env, ns, "cloudProvider=minicloud")
-	sa := env.ServiceAccountConfig(t, ns, "stratus")
-
-	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 100 * time.Millisecond})
-	instA, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: "rbac-a-" + ns, Type: "mc.small", Zone: "mc-central-a"})
-	if err != nil {
-		t.Fatal(err)
+	for _, c := range []rbacCloud{
+		{name: "minicloud", providerID: "minicloud://", args: minicloudArgs, loadBalancers: minicloudLoadBalancers},
+		{name: "openstack", providerID: "openstack:///", openstack: true, args: openstackArgs, loadBalancers: openstackLoadBalancers},
+	} {
+		t.Run(c.name, func(t *testing.T) { runEveryController(t, c) })
 	}
-	instB, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: "rbac-b-" + ns, Type: "mc.small", Zone: "mc-central-b"})
-	if err != nil {
-		t.Fatal(err)
-	}
+}
 
-	dir := t.TempDir()
+// rbacCloud is how one provider is configured for runEveryController.
+type rbacCloud struct {
+	name       string
+	providerID string // the prefix of its provider IDs
+	openstack  bool   // minicloud serves its OpenStack dialect
+	// args are the manager's provider flags for the cloud mc.
+	args func(t *testing.T, mc *minicloudtest.Cloud) []string
+	// loadBalancers counts the cloud's load balancers of Service ns/name.
+	loadBalancers func(ctx context.Context, mc *minicloudtest.Cloud, clusterName, ns, name string) (int, error)
+}
+
+func minicloudArgs(t *testing.T, mc *minicloudtest.Cloud) []string {
 	config := fmt.Sprintf(`apiVersion: stratus.io/v1alpha1
 kind: ManagerConfig
 providers:
@@ -62,22 +72,92 @@ defaultNodeProvider: mc
 defaultLoadBalancerProvider: mc
 routesProvider: mc
 `, mc.URL, mc.Token)
-	configPath := filepath.Join(dir, "stratus.yaml")
-	if err := os.WriteFile(configPath, []byte(config), 0o600); err != nil {
+	path := filepath.Join(t.TempDir(), "stratus.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	return []string{"--config=" + path}
+}
+
+// minicloudLoadBalancers: only this Service's, by the provider's tags:
+// Services other tests left in their namespaces (no namespace controller runs
+// here) get load balancers from this manager too.
+func minicloudLoadBalancers(ctx context.Context, mc *minicloudtest.Cloud, clusterName, ns, name string) (int, error) {
+	lbs, err := mc.Client.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{
+		minicloud.TagCluster: clusterName, minicloud.TagServiceNamespace: ns, minicloud.TagServiceName: name,
+	}})
+	return len(lbs), err
+}
+
+func openstackArgs(t *testing.T, mc *minicloudtest.Cloud) []string {
+	topo, err := devenv.LookupOpenStack(t.Context(), mc.IdentityURL, mc.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "cloud.conf")
+	if err := os.WriteFile(path, devenv.OpenStackCloudConf(mc.IdentityURL, "ccm", mc.Token, topo), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--cloud-provider=openstack", "--cloud-config=" + path}
+}
+
+// openstackLoadBalancers: only this Service's, asked of Octavia by the name
+// the provider gives it (kube_service_<cluster>_<namespace>_<name>).
+func openstackLoadBalancers(ctx context.Context, mc *minicloudtest.Cloud, clusterName, ns, name string) (int, error) {
+	pc, err := gos.AuthenticatedClient(ctx, gophercloud.AuthOptions{
+		IdentityEndpoint: mc.IdentityURL, Username: "rbac-test", Password: mc.Token,
+		DomainName: openstack.DomainName, TenantName: openstack.ProjectName,
+	})
+	if err != nil {
+		return 0, err
+	}
+	lc, err := gos.NewLoadBalancerV2(pc, gophercloud.EndpointOpts{Region: mcserver.Region})
+	if err != nil {
+		return 0, err
+	}
+	pages, err := loadbalancers.List(lc, loadbalancers.ListOpts{Name: "kube_service_" + clusterName + "_" + ns + "_" + name}).AllPages(ctx)
+	if err != nil {
+		return 0, err
+	}
+	lbs, err := loadbalancers.ExtractLoadBalancers(pages)
+	return len(lbs), err
+}
+
+func runEveryController(t *testing.T, c rbacCloud) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	admin := env.Clientset(t)
+	ctx := context.Background()
+
+	applyChartRBAC(t, env, ns, "cloudProvider="+c.name)
+	sa := env.ServiceAccountConfig(t, ns, "stratus")
+
+	opts := minicloudtest.Options{LBProvisionDelay: 100 * time.Millisecond}
+	if c.openstack {
+		opts.OpenStack = &openstack.Options{}
+	}
+	mc := minicloudtest.Start(t, opts)
+	instA, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: "rbac-a-" + ns, Type: "mc.small", Zone: "mc-central-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	instB, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: "rbac-b-" + ns, Type: "mc.small", Zone: "mc-central-b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
 	clusterName := "rbac-" + ns
-	managertest.StartProcess(t,
-		"--config="+configPath,
+	managertest.StartProcess(t, append(c.args(t, mc),
 		"--cluster-name="+clusterName,
 		"--kubeconfig="+managertest.WriteKubeconfig(t, sa),
 		"--leader-elect-resource-namespace="+ns,
 		"--cluster-cidr=10.244.0.0/16",
+		"--configure-cloud-routes=true",
 		"--route-reconciliation-period=1s",
 		"--node-monitor-period=1s",
 		"--node-deletion-grace-period=1s",
 		"--secure-port="+strconv.Itoa(testsupport.FreePort(t)), "--bind-address=127.0.0.1",
-	)
+	)...)
 
 	nodeA := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: instA.Name},
@@ -87,7 +167,7 @@ routesProvider: mc
 	}
 	nodeB := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: instB.Name},
-		Spec:       corev1.NodeSpec{ProviderID: "minicloud://" + instB.ID},
+		Spec:       corev1.NodeSpec{ProviderID: c.providerID + instB.ID},
 	}
 	for _, n := range []*corev1.Node{nodeA, nodeB} {
 		if _, err := admin.CoreV1().Nodes().Create(ctx, n, metav1.CreateOptions{}); err != nil {
@@ -114,7 +194,7 @@ routesProvider: mc
 				return false, nil
 			}
 		}
-		return n.Spec.ProviderID == "minicloud://"+instA.ID && n.Labels[corev1.LabelTopologyZone] == "mc-central-a", nil
+		return n.Spec.ProviderID == c.providerID+instA.ID && n.Labels[corev1.LabelTopologyZone] == "mc-central-a", nil
 	})
 
 	// route controller: a minicloud route for node A's pod CIDR and the condition.
@@ -149,12 +229,14 @@ routesProvider: mc
 	if _, err := admin.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testsupport.Eventually(t, 90*time.Second, "the load balancer's ingress", func(ctx context.Context) (bool, error) {
+	testsupport.EventuallyState(t, 90*time.Second, "the load balancer's ingress", func(ctx context.Context) (bool, string) {
 		s, err := admin.CoreV1().Services(ns).Get(ctx, svc.Name, metav1.GetOptions{})
 		if err != nil {
-			return false, err
+			return false, err.Error()
 		}
-		return len(s.Status.LoadBalancer.Ingress) == 1 && len(s.Finalizers) == 1, nil
+		lbs, err := c.loadBalancers(ctx, mc, clusterName, ns, svc.Name)
+		return len(s.Status.LoadBalancer.Ingress) == 1 && len(s.Finalizers) == 1 && err == nil && lbs == 1,
+			fmt.Sprintf("ingress %v, finalizers %v; the Service's load balancers in the cloud %d (err %v)", s.Status.LoadBalancer.Ingress, s.Finalizers, lbs, err)
 	})
 
 	// lifecycle controller: node B's instance deleted, node B deleted.
@@ -174,11 +256,7 @@ routesProvider: mc
 		if !apierrors.IsNotFound(err) {
 			return false, fmt.Sprintf("service still there (err %v): finalizers %v, deletion %v", err, s.Finalizers, s.DeletionTimestamp)
 		}
-		// Only this Service's: Services other tests left in their namespaces (no
-		// namespace controller runs here) get load balancers from this manager too.
-		lbs, err := mc.Client.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{
-			minicloud.TagCluster: clusterName, minicloud.TagServiceNamespace: ns, minicloud.TagServiceName: svc.Name,
-		}})
-		return err == nil && len(lbs) == 0, fmt.Sprintf("service gone; load balancers %+v (err %v)", lbs, err)
+		lbs, err := c.loadBalancers(ctx, mc, clusterName, ns, svc.Name)
+		return err == nil && lbs == 0, fmt.Sprintf("service gone; %d load balancers of it left (err %v)", lbs, err)
 	})
 }
