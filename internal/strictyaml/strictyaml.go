@@ -9,6 +9,7 @@ import (
 	"math"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -35,7 +36,7 @@ func Unmarshal(data []byte, v any) error {
 	if t == nil || t.Kind() != reflect.Pointer {
 		return decodeErr
 	}
-	if errs := locate(js, t.Elem(), ""); len(errs) > 0 {
+	if errs := locate(js, t.Elem(), t.Elem(), ""); len(errs) > 0 {
 		return errors.Join(errs...)
 	}
 	return decodeErr
@@ -55,75 +56,99 @@ func (e *pathError) Error() string {
 
 // locate returns an error for every value under raw (the JSON form of the YAML
 // at path) that does not decode into a t, following encoding/json's rules.
-func locate(raw json.RawMessage, t reflect.Type, path string) []error {
+//
+// yt is the type sigs.k8s.io/yaml converts the value against before the JSON
+// decoder sees it: it turns a YAML number or boolean into a string where yt is a
+// string. It follows the document's keys through yt as encoding/json would,
+// except that for a field promoted from an embedded struct it takes the embedded
+// struct itself, and below a value whose yt is not a struct, slice or map it
+// has none (nil): there, for example under the fields of an inline TypeMeta or
+// of an inline embedded config, a number given for a string fails.
+func locate(raw json.RawMessage, t, yt reflect.Type, path string) []error {
+	yt = yamlTarget(yt)
 	if isNull(raw) {
 		// null leaves a pointer nil and any other value untouched, except that a
 		// non-pointer unmarshaler is called with it.
 		if t.Kind() == reflect.Pointer {
 			return nil
 		}
-		return decodeLeaf(raw, t, path)
+		return decodeLeaf(raw, t, yt, path)
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	if isCustom(t) {
-		return decodeLeaf(raw, t, path)
+		return decodeLeaf(raw, t, yt, path)
 	}
 	switch t.Kind() {
 	case reflect.Struct:
 		obj, ok := object(raw)
 		if !ok {
-			return decodeLeaf(raw, t, path)
+			return decodeLeaf(raw, t, yt, path)
 		}
 		var errs []error
 		for _, key := range sortedKeys(obj) {
-			ft, promoted, ok := fieldType(t, key)
+			ft, _, ok := fieldType(t, key)
 			if !ok {
 				errs = append(errs, &pathError{join(path, key), "unknown field"})
 				continue
 			}
-			// sigs.k8s.io/yaml turns a number or boolean into a string only
-			// for a field of the struct itself: for one promoted from an
-			// embedded struct (apiVersion and kind of an inline TypeMeta) it
-			// looks at the embedded struct instead, and the value fails.
-			if raw := obj[key]; promoted && isPlainString(ft) && isScalarNonString(raw) {
-				errs = append(errs, &pathError{join(path, key), fmt.Sprintf("want %s, got %s", kind(ft), describe(raw))})
-				continue
+			var fyt reflect.Type
+			if yt != nil && yt.Kind() == reflect.Struct {
+				_, fyt, _ = fieldType(yt, key)
 			}
-			errs = append(errs, locate(obj[key], ft, join(path, key))...)
+			errs = append(errs, locate(obj[key], ft, fyt, join(path, key))...)
 		}
 		return errs
 	case reflect.Map:
 		obj, ok := object(raw)
 		if !ok || t.Key().Kind() != reflect.String {
-			return decodeLeaf(raw, t, path)
+			return decodeLeaf(raw, t, yt, path)
+		}
+		var eyt reflect.Type
+		if yt != nil && yt.Kind() == reflect.Map {
+			eyt = yt.Elem()
 		}
 		var errs []error
 		for _, key := range sortedKeys(obj) {
-			errs = append(errs, locate(obj[key], t.Elem(), join(path, key))...)
+			errs = append(errs, locate(obj[key], t.Elem(), eyt, join(path, key))...)
 		}
 		return errs
 	case reflect.Slice, reflect.Array:
 		var list []json.RawMessage
 		if t.Elem().Kind() == reflect.Uint8 || json.Unmarshal(raw, &list) != nil {
-			return decodeLeaf(raw, t, path)
+			return decodeLeaf(raw, t, yt, path)
+		}
+		var eyt reflect.Type
+		if yt != nil && yt.Kind() == reflect.Slice {
+			eyt = yt.Elem()
 		}
 		var errs []error
 		for i, item := range list {
-			errs = append(errs, locate(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))...)
+			errs = append(errs, locate(item, t.Elem(), eyt, fmt.Sprintf("%s[%d]", path, i))...)
 		}
 		return errs
 	}
-	return decodeLeaf(raw, t, path)
+	return decodeLeaf(raw, t, yt, path)
 }
 
-// decodeLeaf decodes raw into a fresh t and describes the failure, if any.
-func decodeLeaf(raw json.RawMessage, t reflect.Type, path string) []error {
-	// sigs.k8s.io/yaml turns a YAML number or boolean into a string when the
-	// target is a plain string.
-	if isPlainString(t) && isScalarNonString(raw) {
+// yamlTarget resolves yt as sigs.k8s.io/yaml does before it looks at a value:
+// through pointers, and to none (nil) for a type that decodes itself.
+func yamlTarget(yt reflect.Type) reflect.Type {
+	for yt != nil && yt.Kind() == reflect.Pointer {
+		yt = yt.Elem()
+	}
+	if yt != nil && isCustom(yt) {
 		return nil
+	}
+	return yt
+}
+
+// decodeLeaf decodes raw, converted as sigs.k8s.io/yaml converts it for yt,
+// into a fresh t and describes the failure, if any.
+func decodeLeaf(raw json.RawMessage, t, yt reflect.Type, path string) []error {
+	if yt != nil && yt.Kind() == reflect.String && isScalarNonString(raw) {
+		raw = json.RawMessage(strconv.Quote(string(raw)))
 	}
 	err := json.Unmarshal(raw, reflect.New(t).Interface())
 	if err == nil {
@@ -168,25 +193,32 @@ func isCustom(t reflect.Type) bool {
 
 // fieldType finds the field of struct t that encoding/json decodes key into: the
 // exact name first, then a case-insensitive match; fields of embedded structs
-// without a JSON name are promoted, shallower ones first. promoted says the
-// field is one of an embedded struct's.
-func fieldType(t reflect.Type, key string) (ft reflect.Type, promoted, ok bool) {
-	var folded reflect.Type
-	level := []reflect.Type{t}
+// without a JSON name are promoted, shallower ones first. top is the type of
+// t's own field that holds it: the field's type, or for a promoted field the
+// embedded struct's (what sigs.k8s.io/yaml converts the value against).
+func fieldType(t reflect.Type, key string) (ft, top reflect.Type, ok bool) {
+	// A struct to search, and the field of t it is reached through (nil for
+	// t itself).
+	type embedded struct{ st, top reflect.Type }
+	var folded, foldedTop reflect.Type
+	level := []embedded{{st: t}}
 	seen := map[reflect.Type]bool{}
-	for depth := 0; len(level) > 0 && folded == nil; depth++ {
-		promoted = depth > 0
-		var next []reflect.Type
-		for _, st := range level {
-			if seen[st] {
+	for len(level) > 0 && folded == nil {
+		var next []embedded
+		for _, e := range level {
+			if seen[e.st] {
 				continue
 			}
-			seen[st] = true
-			for i := range st.NumField() {
-				sf := st.Field(i)
+			seen[e.st] = true
+			for i := range e.st.NumField() {
+				sf := e.st.Field(i)
 				tag := sf.Tag.Get("json")
 				if tag == "-" {
 					continue
+				}
+				via := e.top
+				if via == nil {
+					via = sf.Type
 				}
 				name, _, _ := strings.Cut(tag, ",")
 				if sf.Anonymous && name == "" {
@@ -195,7 +227,7 @@ func fieldType(t reflect.Type, key string) (ft reflect.Type, promoted, ok bool) 
 						et = et.Elem()
 					}
 					if et.Kind() == reflect.Struct {
-						next = append(next, et)
+						next = append(next, embedded{st: et, top: via})
 						continue
 					}
 				}
@@ -206,16 +238,16 @@ func fieldType(t reflect.Type, key string) (ft reflect.Type, promoted, ok bool) 
 					name = sf.Name
 				}
 				if name == key {
-					return sf.Type, promoted, true
+					return sf.Type, via, true
 				}
 				if folded == nil && strings.EqualFold(name, key) {
-					folded = sf.Type
+					folded, foldedTop = sf.Type, via
 				}
 			}
 		}
 		level = next
 	}
-	return folded, promoted, folded != nil
+	return folded, foldedTop, folded != nil
 }
 
 // kind says in YAML terms what a value of type t must look like.

@@ -21,7 +21,8 @@ type inner struct {
 }
 
 type embedded struct {
-	Kind string `json:"kind,omitempty"`
+	Kind  string  `json:"kind,omitempty"`
+	Parts []inner `json:"parts,omitempty"`
 }
 
 type doc struct {
@@ -55,6 +56,9 @@ func TestUnmarshalNamesThePath(t *testing.T) {
 		{"number for a promoted string", "kind: 5\n", []string{`kind: want a string, got 5`}},
 		{"boolean for a promoted string, other case", "Kind: true\n", []string{`Kind: want a string, got true`}},
 		{"top level not a mapping", "[1]\n", []string{`document: want a mapping, got a list`}},
+		// Below a promoted field sigs.k8s.io/yaml converts nothing.
+		{"number for a string under a promoted field", "parts: [{name: 0}]\n", []string{`parts[0].name: want a string, got 0`}},
+		{"boolean for a string under a promoted field", "parts: [{}, {name: false}]\n", []string{`parts[1].name: want a string, got false`}},
 		{
 			name: "every problem",
 			yaml: "settings: {period: 1x, count: ten}\nitems: [{ratio: x}]\n",
