@@ -25,6 +25,11 @@ const (
 	// HeartbeatPeriod is how often the node Lease is renewed and the Ready
 	// condition refreshed (kubelet's nodeStatusUpdateFrequency).
 	HeartbeatPeriod = 10 * time.Second
+	// StatusReportPeriod is how often the node status is posted when
+	// nothing in it changed (kubelet's nodeStatusReportFrequency): between
+	// reports the Lease alone is the heartbeat, as it is for the node
+	// lifecycle controller.
+	StatusReportPeriod = 5 * time.Minute
 	// leaseDurationSeconds is kubelet's nodeLeaseDurationSeconds.
 	leaseDurationSeconds = 40
 	// KubeletVersion is what simulated kubelets report.
@@ -69,10 +74,11 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	if k.ListenIP != "" {
 		listen = k.ListenIP
 	}
+	hb := &heartbeater{k: k}
 	if k.Ports != nil {
 		remove := k.Ports.add(listen, k.Name)
 		defer remove()
-		wait.UntilWithContext(ctx, k.heartbeat, HeartbeatPeriod)
+		wait.UntilWithContext(ctx, hb.beat, HeartbeatPeriod)
 		return nil
 	}
 	node := k.Name
@@ -80,7 +86,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		nodeAt: func(net.Addr) (string, bool) { return node, true }}
 	errc := make(chan error, 1)
 	go func() { errc <- r.run(ctx) }()
-	wait.UntilWithContext(ctx, k.heartbeat, HeartbeatPeriod)
+	wait.UntilWithContext(ctx, hb.beat, HeartbeatPeriod)
 	return <-errc
 }
 
@@ -183,21 +189,49 @@ func pressureConditions(now metav1.Time) []corev1.NodeCondition {
 	return out
 }
 
-// heartbeat renews the node Lease and posts the Ready condition. Failures are
-// logged and retried on the next beat, as a kubelet does.
-func (k *Kubelet) heartbeat(ctx context.Context) {
+// heartbeater is one running kubelet's heartbeat state. It sends what a
+// real kubelet sends, no more: in a cluster of hundreds of nodes the
+// heartbeats are most of the API server's load, and a simulated fleet
+// heavier than a real one would measure the test, not the cloud manager.
+type heartbeater struct {
+	k *Kubelet
+	// lease is the Lease as last written: it is renewed by an update of
+	// it, without a read first (client-go's lease controller), and read
+	// again only after an update failed.
+	lease *coordinationv1.Lease
+	// reported is when the node status was last posted.
+	reported time.Time
+}
+
+// beat renews the node Lease and posts the node status if it changed or
+// StatusReportPeriod has passed since the last post. Failures are logged
+// and retried on the next beat, as a kubelet does.
+func (h *heartbeater) beat(ctx context.Context) {
 	logger := log.FromContext(ctx)
-	if err := k.renewLease(ctx); err != nil && ctx.Err() == nil {
+	if err := h.renewLease(ctx); err != nil && ctx.Err() == nil {
 		logger.Info("renewing node lease failed", "error", err.Error())
 	}
-	if err := k.postReady(ctx); err != nil && ctx.Err() == nil {
+	if err := h.postStatus(ctx); err != nil && ctx.Err() == nil {
 		logger.Info("posting node status failed", "error", err.Error())
 	}
 }
 
-func (k *Kubelet) renewLease(ctx context.Context) error {
+func (h *heartbeater) renewLease(ctx context.Context) error {
+	k := h.k
 	leases := k.Client.CoordinationV1().Leases(nodeLeaseNamespace)
 	now := metav1.NewMicroTime(time.Now())
+	if h.lease != nil {
+		lease := h.lease.DeepCopy()
+		lease.Spec.RenewTime = &now
+		updated, err := leases.Update(ctx, lease, metav1.UpdateOptions{})
+		if err == nil {
+			h.lease = updated
+			return nil
+		}
+		// A conflict or a deleted Lease: read it again, as the lease
+		// controller falls back to ensuring the Lease.
+		h.lease = nil
+	}
 	lease, err := leases.Get(ctx, k.Name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		node, err := k.Client.CoreV1().Nodes().Get(ctx, k.Name, metav1.GetOptions{})
@@ -211,10 +245,11 @@ func (k *Kubelet) renewLease(ctx context.Context) error {
 			},
 			Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To(k.Name), LeaseDurationSeconds: ptr.To[int32](leaseDurationSeconds), RenewTime: &now},
 		}
-		_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
+		created, err := leases.Create(ctx, lease, metav1.CreateOptions{})
 		if err != nil {
 			return fmt.Errorf("create lease of node %s: %w", k.Name, err)
 		}
+		h.lease = created
 		return nil
 	}
 	if err != nil {
@@ -223,9 +258,11 @@ func (k *Kubelet) renewLease(ctx context.Context) error {
 	lease.Spec.RenewTime = &now
 	lease.Spec.HolderIdentity = ptr.To(k.Name)
 	lease.Spec.LeaseDurationSeconds = ptr.To[int32](leaseDurationSeconds)
-	if _, err := leases.Update(ctx, lease, metav1.UpdateOptions{}); err != nil {
+	updated, err := leases.Update(ctx, lease, metav1.UpdateOptions{})
+	if err != nil {
 		return fmt.Errorf("renew lease of node %s: %w", k.Name, err)
 	}
+	h.lease = updated
 	return nil
 }
 
@@ -233,29 +270,59 @@ func (k *Kubelet) renewLease(ctx context.Context) error {
 // kubelet would re-register only on restart.
 var errNodeGone = errors.New("node object deleted")
 
-func (k *Kubelet) postReady(ctx context.Context) error {
+// postStatus reads the Node as a kubelet does, from the API server's cache
+// first (resourceVersion 0) and from storage after a conflict, and writes
+// its status only when the Ready or pressure conditions need a change (a
+// restarted kubelet's Node marked NotReady) or StatusReportPeriod has passed.
+func (h *heartbeater) postStatus(ctx context.Context) error {
+	k := h.k
 	nodes := k.Client.CoreV1().Nodes()
-	node, err := nodes.Get(ctx, k.Name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) {
-		return fmt.Errorf("post status of node %s: %w", k.Name, errNodeGone)
+	for try := range 2 {
+		opts := metav1.GetOptions{}
+		if try == 0 {
+			opts.ResourceVersion = "0"
+		}
+		node, err := nodes.Get(ctx, k.Name, opts)
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("post status of node %s: %w", k.Name, errNodeGone)
+		}
+		if err != nil {
+			return fmt.Errorf("post status of node %s: %w", k.Name, err)
+		}
+		now := metav1.Now()
+		changed := setStatus(node, now)
+		if !changed && time.Since(h.reported) < StatusReportPeriod {
+			return nil
+		}
+		_, err = nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{})
+		if err == nil {
+			h.reported = now.Time
+			return nil
+		}
+		if !apierrors.IsConflict(err) {
+			return fmt.Errorf("post status of node %s: %w", k.Name, err)
+		}
 	}
-	if err != nil {
-		return fmt.Errorf("post status of node %s: %w", k.Name, err)
-	}
-	now := metav1.Now()
-	found := false
+	return fmt.Errorf("post status of node %s: conflict twice", k.Name)
+}
+
+// setStatus refreshes node's Ready (True) and pressure (False) conditions
+// with heartbeat time now and reports whether a condition's status changed
+// (or Ready was missing).
+func setStatus(node *corev1.Node, now metav1.Time) bool {
+	changed, found := false, false
 	for i, c := range node.Status.Conditions {
 		switch c.Type {
 		case corev1.NodeReady:
 			found = true
 			transition := c.LastTransitionTime
 			if c.Status != corev1.ConditionTrue {
-				transition = now
+				transition, changed = now, true
 			}
 			node.Status.Conditions[i] = readyCondition(now, transition)
 		case corev1.NodeMemoryPressure, corev1.NodeDiskPressure, corev1.NodePIDPressure:
 			if c.Status != corev1.ConditionFalse {
-				c.LastTransitionTime = now
+				c.LastTransitionTime, changed = now, true
 			}
 			c.Status, c.LastHeartbeatTime = corev1.ConditionFalse, now
 			node.Status.Conditions[i] = c
@@ -263,9 +330,7 @@ func (k *Kubelet) postReady(ctx context.Context) error {
 	}
 	if !found {
 		node.Status.Conditions = append(node.Status.Conditions, readyCondition(now, now))
+		changed = true
 	}
-	if _, err := nodes.UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
-		return fmt.Errorf("post status of node %s: %w", k.Name, err)
-	}
-	return nil
+	return changed
 }

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -88,6 +89,18 @@ func TestKubeletRegistersHeartbeatsAndServesNodePorts(t *testing.T) {
 		return err == nil && l.Spec.RenewTime != nil && l.Spec.HolderIdentity != nil && *l.Spec.HolderIdentity == name, nil
 	})
 
+	// Between status reports the Lease alone is the heartbeat, as a real
+	// kubelet's: two renewals later the Node's Ready heartbeat is still the
+	// one posted before the second.
+	renewals := leaseRenewals(t, cs, name, 3)
+	n, err := cs.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if hb := readyHeartbeat(n); !hb.Before(renewals[1]) {
+		t.Errorf("Ready heartbeat %s at renewal %s: the status was posted again with nothing changed (renewals %v)", hb, renewals[2], renewals)
+	}
+
 	// A LoadBalancer Service: its NodePort answers with the node and Service,
 	// and its health check node port (ETP=Local) answers /healthz.
 	svc, err := cs.CoreV1().Services(ns).Create(t.Context(), &corev1.Service{
@@ -157,6 +170,13 @@ func TestKubeletRestartKeepsNode(t *testing.T) {
 	pre := (&Kubelet{Name: name, IP: testIP()}).node()
 	pre.Spec.Taints = nil
 	pre.Spec.ProviderID = "minicloud://i-1"
+	// Marked NotReady while the kubelet was down, as the node lifecycle
+	// controller does: the restarted kubelet posts Ready again at once.
+	for i, c := range pre.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			pre.Status.Conditions[i].Status = corev1.ConditionUnknown
+		}
+	}
 	if _, err := cs.CoreV1().Nodes().Create(t.Context(), pre, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -167,6 +187,10 @@ func TestKubeletRestartKeepsNode(t *testing.T) {
 	testsupport.Eventually(t, 30*time.Second, "lease created by the restarted kubelet", func(ctx context.Context) (bool, error) {
 		_, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
 		return err == nil, nil
+	})
+	testsupport.Eventually(t, 30*time.Second, "restarted kubelet's node Ready again", func(ctx context.Context) (bool, error) {
+		n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return err == nil && isReady(n), nil
 	})
 	n, err := cs.CoreV1().Nodes().Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
@@ -298,4 +322,31 @@ func TestKubeletsShareNodePorts(t *testing.T) {
 	if _, code, err := httpGet(t.Context(), "http://"+net.JoinHostPort(nodes[1].ip, nodePort)+"/"); err != nil || code != http.StatusOK {
 		t.Errorf("the running kubelet's node port after the other stopped: %d, %v", code, err)
 	}
+}
+
+// leaseRenewals waits for count distinct renew times of the node's Lease
+// and returns them in order.
+func leaseRenewals(t *testing.T, cs kubernetes.Interface, name string, count int) []time.Time {
+	t.Helper()
+	var seen []time.Time
+	testsupport.Eventually(t, time.Duration(count+1)*HeartbeatPeriod+30*time.Second, fmt.Sprintf("%d lease renewals", count), func(ctx context.Context) (bool, error) {
+		l, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{})
+		if err != nil || l.Spec.RenewTime == nil {
+			return false, nil
+		}
+		if r := l.Spec.RenewTime.Time; len(seen) == 0 || r.After(seen[len(seen)-1]) {
+			seen = append(seen, r)
+		}
+		return len(seen) >= count, nil
+	})
+	return seen
+}
+
+func readyHeartbeat(n *corev1.Node) time.Time {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.LastHeartbeatTime.Time
+		}
+	}
+	return time.Time{}
 }
