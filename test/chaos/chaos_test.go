@@ -304,12 +304,24 @@ func runChaos(t *testing.T, p *provider) {
 	windowStart := time.Now()
 	done := make(chan struct{}, 3)
 	go func() { w.churn(ctx, winCtx, sz.churnEvery, sz.nodes, sz.services); done <- struct{}{} }()
-	go func() { faults.run(winCtx); done <- struct{}{} }()
+	faultsCleared := make(chan error, 1)
+	go func() {
+		faults.run(winCtx)
+		// The faults end with the window: a change of the churn still
+		// running (it runs to its end on ctx) must not retry through a
+		// fault that outlives the window, such as Keystone refusing every
+		// token, until its deadline.
+		faultsCleared <- faults.clear(ctx)
+		done <- struct{}{}
+	}()
 	go func() { leaders.run(winCtx); done <- struct{}{} }()
 	for range 3 {
 		<-done
 	}
 	t.Logf("chaos: window over after %s", time.Since(windowStart).Round(time.Second))
+	if err := <-faultsCleared; err != nil {
+		t.Fatal(err)
+	}
 
 	// Faults stop: the cloud is up and answers, nothing is cut.
 	faults.stop(ctx)

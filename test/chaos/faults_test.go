@@ -155,13 +155,22 @@ func (f *faultDriver) collectStats(ctx context.Context) {
 
 // stop ends every fault: the cloud is up, answers fully and fails nothing.
 func (f *faultDriver) stop(ctx context.Context) {
+	if err := f.clear(ctx); err != nil {
+		f.t.Fatal(err)
+	}
+}
+
+// clear turns every fault off: the provider's, the cloud front's and
+// minicloud's.
+func (f *faultDriver) clear(ctx context.Context) error {
 	if f.reset != nil {
 		f.reset()
 	}
 	f.front.setEmpty(false)
 	if err := faultsOff(ctx, f.cl); err != nil {
-		f.t.Fatalf("clear faults: %v", err)
+		return fmt.Errorf("clear faults: %w", err)
 	}
+	return nil
 }
 
 type faultStats struct {
