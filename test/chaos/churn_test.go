@@ -562,8 +562,16 @@ func (w *world) recreatePending(ctx context.Context) {
 	pending := slices.Clone(w.pending)
 	w.mu.Unlock()
 	for _, name := range pending {
+		// Read first, from the API server's cache: a create while the
+		// deleted Service still holds its finalizer fails, and each failed
+		// create allocates and releases a ClusterIP (three writes), every
+		// churn step for every pending name.
+		_, err := w.cs.CoreV1().Services(w.ns).Get(ctx, name, metav1.GetOptions{ResourceVersion: "0"})
+		if err == nil || (!apierrors.IsNotFound(err) && ctx.Err() != nil) {
+			continue
+		}
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name, Annotations: w.annotations}, Spec: w.randomSpec()}
-		_, err := w.cs.CoreV1().Services(w.ns).Create(ctx, svc, metav1.CreateOptions{})
+		_, err = w.cs.CoreV1().Services(w.ns).Create(ctx, svc, metav1.CreateOptions{})
 		if apierrors.IsAlreadyExists(err) || (err != nil && ctx.Err() != nil) {
 			continue
 		}
