@@ -35,6 +35,10 @@ type svcState struct {
 	phase phase
 	// nodes is the backend set last sent to the cloud (nil before the first sync).
 	nodes nodeSet
+	// unverified is true for a load balancer adopted at start-up whose
+	// backends nobody sent yet: nodes is then the current set, not what the
+	// load balancer has, and the next backend pass sends it whatever it is.
+	unverified bool
 	// ensuredSvc is the Service as last successfully ensured (or adopted).
 	ensuredSvc *v1.Service
 	// firstEnsure is when this incarnation was first ensured, for the
@@ -113,18 +117,18 @@ func (c *serviceCache) delete(key types.NamespacedName) {
 }
 
 // swapNodes records set as key's backend set if the entry is an ensured load
-// balancer of uid whose recorded set differs; it returns the entry as it was and
-// whether the set changed. Recording before the cloud call keeps a concurrent
-// pass from sending the same update twice.
+// balancer of uid whose recorded set differs or is unverified; it returns the
+// entry as it was and whether the set is to be sent. Recording before the cloud
+// call keeps a concurrent pass from sending the same update twice.
 func (c *serviceCache) swapNodes(key types.NamespacedName, uid types.UID, set nodeSet) (svcState, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[key]
-	if !ok || e.svc == nil || e.svc.UID != uid || e.phase != phaseEnsured || maps.Equal(e.nodes, set) {
+	if !ok || e.svc == nil || e.svc.UID != uid || e.phase != phaseEnsured || (!e.unverified && maps.Equal(e.nodes, set)) {
 		return svcState{}, false
 	}
 	old := *e
-	e.nodes = set
+	e.nodes, e.unverified = set, false
 	return old, true
 }
 

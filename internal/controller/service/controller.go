@@ -49,6 +49,9 @@ type Controller struct {
 	// retries carries Services back to the service workers (failed backend
 	// updates, drift).
 	retries chan event.GenericEvent
+	// adopted tells the node syncer about load balancers adopted without
+	// a cloud call, whose backends it must send.
+	adopted chan event.GenericEvent
 	// provisioning shares load-balancer listings among Services whose load
 	// balancers are provisioning.
 	provisioning *provisioningListings
@@ -97,6 +100,7 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 		recorder: rec,
 		cache:    newServiceCache(),
 		retries:  make(chan event.GenericEvent),
+		adopted:  make(chan event.GenericEvent),
 
 		provisioning: newProvisioningListings(provisioningFreshness, opts.Clock),
 	}
@@ -129,6 +133,9 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 	}
 	if err := nodeCtrl.Watch(source.Kind(mgr.GetCache(), &v1.Node{}, nodeEvents(opts.NodeUpdateWindow, opts.Clock, &c.burst))); err != nil {
 		return false, fmt.Errorf("service controller: watch nodes: %w", err)
+	}
+	if err := nodeCtrl.Watch(source.Channel(c.adopted, adoptionEvents(opts.NodeUpdateWindow, opts.Clock, &c.burst))); err != nil {
+		return false, fmt.Errorf("service controller: watch adoptions: %w", err)
 	}
 	// A node whose machine turns out to be gone leaves the backends although
 	// the Node object did not change.
@@ -168,6 +175,15 @@ func (c *Controller) retry(ctx context.Context, svc *v1.Service) {
 	case c.retries <- event.GenericEvent{Object: svc}:
 	case <-ctx.Done():
 		log.FromContext(ctx).Info("not retrying service: shutting down", "service", client.ObjectKeyFromObject(svc))
+	}
+}
+
+// verifyBackends asks the node syncer for a backend pass that sends svc's
+// adopted load balancer its backends.
+func (c *Controller) verifyBackends(ctx context.Context, svc *v1.Service) {
+	select {
+	case c.adopted <- event.GenericEvent{Object: svc}:
+	case <-ctx.Done():
 	}
 }
 

@@ -19,7 +19,9 @@
 //   - orphan removal: load balancers the provider lists as this cluster's whose
 //     Service no longer exists are deleted after a grace period;
 //   - no re-ensure of every load balancer at start-up: one whose Ready condition
-//     records exactly the current configuration (a fingerprint) is adopted.
+//     records exactly the current configuration (a fingerprint) is adopted, and
+//     one backend pass sends it the current backends (the fingerprint has none,
+//     so that a backend update writes nothing to the Service).
 //
 // Each sync, backend pass and periodic scan observes, plans with a pure function
 // of what it observed, the state kept per Service and the time of the injected

@@ -11,20 +11,22 @@ import (
 )
 
 // fingerprint identifies the configuration a load balancer was ensured from: the
-// provider, what the Service asks of its load balancer (lbConfigOf: the fields
-// whose change re-ensures it while the controller runs), and the backend set. The
-// Ready condition's message carries it, so that after a restart or a leader
-// change the controller can tell that a load balancer is already ensured exactly
-// as the Service asks and skip the EnsureLoadBalancer call upstream makes for
-// every load balancer at start-up.
-func fingerprint(provider string, svc *v1.Service, nodes nodeSet) string {
+// provider and what the Service asks of its load balancer (lbConfigOf: the fields
+// whose change re-ensures it while the controller runs). The Ready condition's
+// message carries it, so that after a restart or a leader change the controller
+// can tell that a load balancer is already ensured as the Service asks and skip
+// the EnsureLoadBalancer call upstream makes for every load balancer at start-up.
+//
+// The backend set is not part of it: a backend update would otherwise have to
+// write every Service's status. An adopted load balancer's backends are sent
+// again by the node syncer's next pass instead (svcState.unverified).
+func fingerprint(provider string, svc *v1.Service) string {
 	h := fnv.New64a()
 	// Maps marshal with sorted keys: the encoding is deterministic.
 	err := json.NewEncoder(h).Encode(struct {
 		Provider string
 		Config   lbConfig
-		Nodes    nodeSet
-	}{provider, lbConfigOf(svc), nodes})
+	}{provider, lbConfigOf(svc)})
 	if err != nil {
 		return "" // cannot happen for these types; an empty fingerprint never matches
 	}

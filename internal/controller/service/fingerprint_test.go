@@ -14,16 +14,14 @@ func TestFingerprint(t *testing.T) {
 			Spec:       v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Port: 80}}},
 		}
 	}
-	nodes := nodeSet{"n1": "fake://n1", "n2": "fake://n2"}
-	fp := fingerprint("p", base(), nodes)
-	if fp == "" || fp != fingerprint("p", base(), nodeSet{"n2": "fake://n2", "n1": "fake://n1"}) {
+	fp := fingerprint("p", base())
+	if fp == "" || fp != fingerprint("p", base()) {
 		t.Fatalf("fingerprint not deterministic: %q", fp)
 	}
 	changes := []struct {
 		desc     string
 		provider string
 		svc      func(*v1.Service)
-		nodes    nodeSet
 		same     bool
 	}{
 		{desc: "label", svc: func(s *v1.Service) { s.Labels["l"] = "2" }, same: true},
@@ -34,35 +32,29 @@ func TestFingerprint(t *testing.T) {
 		{desc: "port", svc: func(s *v1.Service) { s.Spec.Ports[0].Port = 81 }},
 		{desc: "UID", svc: func(s *v1.Service) { s.UID = "u2" }},
 		{desc: "provider", provider: "q"},
-		{desc: "node added", nodes: nodeSet{"n1": "fake://n1", "n2": "fake://n2", "n3": ""}},
-		{desc: "provider ID", nodes: nodeSet{"n1": "fake://n1", "n2": "fake://other"}},
 	}
 	for _, ch := range changes {
-		svc, prov, ns := base(), "p", nodes
+		svc, prov := base(), "p"
 		if ch.svc != nil {
 			ch.svc(svc)
 		}
 		if ch.provider != "" {
 			prov = ch.provider
 		}
-		if ch.nodes != nil {
-			ns = ch.nodes
-		}
-		if got := fingerprint(prov, svc, ns) == fp; got != ch.same {
+		if got := fingerprint(prov, svc) == fp; got != ch.same {
 			t.Errorf("%s: same fingerprint = %v, want %v", ch.desc, got, ch.same)
 		}
 	}
 }
 
 func TestAdoptable(t *testing.T) {
-	nodes := nodeSet{"n1": ""}
 	ready := func() *v1.Service {
 		s := &v1.Service{
 			ObjectMeta: metav1.ObjectMeta{UID: "u1", Finalizers: []string{Finalizer}},
 			Spec:       v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer},
 			Status:     v1.ServiceStatus{LoadBalancer: v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{{IP: "1.1.1.1"}}}},
 		}
-		s.Status.Conditions = []metav1.Condition{readyCondition(1, fingerprint("p", s, nodes))}
+		s.Status.Conditions = []metav1.Condition{readyCondition(1, fingerprint("p", s))}
 		return s
 	}
 	tests := []struct {
@@ -81,11 +73,11 @@ func TestAdoptable(t *testing.T) {
 	for _, tt := range tests {
 		s := ready()
 		tt.fn(s)
-		if got := adoptable(s, fingerprint("p", s, nodes)); got != tt.want {
+		if got := adoptable(s, fingerprint("p", s)); got != tt.want {
 			t.Errorf("%s: adoptable = %v, want %v", tt.desc, got, tt.want)
 		}
 	}
-	if adoptable(ready(), fingerprint("p", ready(), nodeSet{"n2": ""})) {
-		t.Error("adoptable with another backend set")
+	if adoptable(ready(), fingerprint("q", ready())) {
+		t.Error("adoptable with another provider")
 	}
 }

@@ -222,3 +222,91 @@ func TestMinicloudServicesHealWhenTheCloudRecovers(t *testing.T) {
 	}
 	h.waitIngress("web", 30*time.Second)
 }
+
+// A node joining changes the load balancer's targets without a write to the
+// Service (its Ready condition records the configuration, not the backends);
+// a manager started after nodes changed while none ran adopts the load
+// balancer without an Ensure and still brings its targets up to date.
+func TestMinicloudBackendsWithoutServiceWrites(t *testing.T) {
+	ctx := context.Background()
+	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 100 * time.Millisecond})
+	clouds := cloud.Single(cloud.NewProvider(mcprovider.ProviderName, mcprovider.NewFromClient(mc.Client)))
+	ns := testenv.Get(t).Namespace(t)
+	opts := Options{ClusterName: "mc-backends-test", NodeUpdateWindow: 200 * time.Millisecond}
+	h, stop := startIn(t, ns, nil, clouds, opts)
+	ids := map[int]string{}
+	addNode := func(i int) {
+		inst, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: h.nodeName(i), Type: "mc.small", Zone: "mc-central-a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = inst.ID
+		h.createNodes(i, i+1, func(n *v1.Node) { n.Spec.ProviderID = mcprovider.ProviderID(inst.ID) })
+	}
+	want := func(idx ...int) []string {
+		var out []string
+		for _, i := range idx {
+			out = append(out, ids[i])
+		}
+		slices.Sort(out)
+		return out
+	}
+	targets := func(uid string) []string {
+		lbs, err := mc.Client.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{mcprovider.TagServiceUID: uid}})
+		if err != nil || len(lbs) != 1 {
+			return nil
+		}
+		var out []string
+		for _, tg := range lbs[0].Targets {
+			out = append(out, tg.InstanceID)
+		}
+		slices.Sort(out)
+		return out
+	}
+	addNode(0)
+	addNode(1)
+	h.createService(lbService("web", func(s *v1.Service) { s.Spec.Ports[0].NodePort = 0 }))
+	h.waitCondition("web", ReasonReady, 30*time.Second)
+	ready := h.getService("web")
+	uid := string(ready.UID)
+	if got := targets(uid); !slices.Equal(got, want(0, 1)) {
+		t.Fatalf("targets %v, want %v", got, want(0, 1))
+	}
+
+	// (a) Two nodes join, one after the other: the targets follow, the
+	// Service is not written. Backend passes run one at a time, each to the
+	// end of its Services' condition writes: once the second node is a
+	// target, the first node's pass has written whatever it writes.
+	addNode(2)
+	h.eventually(30*time.Second, "the first joining node's machine among the targets", func() (bool, error) {
+		return slices.Equal(targets(uid), want(0, 1, 2)), nil
+	})
+	addNode(3)
+	h.eventually(30*time.Second, "the second joining node's machine among the targets", func() (bool, error) {
+		return slices.Equal(targets(uid), want(0, 1, 2, 3)), nil
+	})
+	if got := h.getService("web"); got.ResourceVersion != ready.ResourceVersion {
+		t.Errorf("the Service was written by the backend update: resourceVersion %s, was %s; status %+v",
+			got.ResourceVersion, ready.ResourceVersion, got.Status)
+	}
+
+	// (b) While no manager runs, one node leaves and another joins; the
+	// Service's condition still records its configuration.
+	stop()
+	if err := h.cs.CoreV1().Nodes().Delete(ctx, h.nodeName(0), metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	addNode(4)
+	h, _ = startIn(t, ns, nil, clouds, opts)
+	h.eventually(30*time.Second, "the targets of the adopted load balancer brought up to date", func() (bool, error) {
+		return slices.Equal(targets(uid), want(1, 2, 3, 4)), nil
+	})
+	if got := h.getService("web"); got.ResourceVersion != ready.ResourceVersion {
+		t.Errorf("the adopted Service was written: resourceVersion %s, was %s; status %+v",
+			got.ResourceVersion, ready.ResourceVersion, got.Status)
+	}
+	// The recorder counts repeats of an event in one Event object.
+	if ev, ok := h.findEvent("web", "EnsuringLoadBalancer"); !ok || ev.Count != 1 {
+		t.Errorf("EnsuringLoadBalancer event %+v (found %v): want it once, the adopted load balancer is not ensured again", ev, ok)
+	}
+}

@@ -72,10 +72,7 @@ var nodesKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "bac
 // have paused for a window (burst), so that a burst of joining nodes shares
 // one pass.
 func nodeEvents(window time.Duration, clk clock.PassiveClock, burst *nodeBurst) handler.TypedEventHandler[*v1.Node, reconcile.Request] {
-	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		burst.touch(clk.Now())
-		q.AddAfter(nodesKey, window)
-	}
+	add := passTrigger(window, clk, burst)
 	return handler.TypedFuncs[*v1.Node, reconcile.Request]{
 		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*v1.Node], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q)
@@ -86,6 +83,27 @@ func nodeEvents(window time.Duration, clk clock.PassiveClock, burst *nodeBurst) 
 			}
 		},
 		DeleteFunc: func(_ context.Context, _ event.TypedDeleteEvent[*v1.Node], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q)
+		},
+	}
+}
+
+// passTrigger returns what enqueues nodesKey a window after a change, as part
+// of the current burst of changes.
+func passTrigger(window time.Duration, clk clock.PassiveClock, burst *nodeBurst) func(workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	return func(q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		burst.touch(clk.Now())
+		q.AddAfter(nodesKey, window)
+	}
+}
+
+// adoptionEvents enqueues nodesKey for the load balancers adopted at
+// start-up (Controller.verifyBackends), like a node change: the adoptions of
+// a start-up share one pass.
+func adoptionEvents(window time.Duration, clk clock.PassiveClock, burst *nodeBurst) handler.EventHandler {
+	add := passTrigger(window, clk, burst)
+	return handler.Funcs{
+		GenericFunc: func(_ context.Context, _ event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q)
 		},
 	}

@@ -3,6 +3,7 @@ package service
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -47,11 +48,13 @@ const (
 )
 
 // provisioningWait is what an Ensure that answered RetryError leaves behind:
-// the fingerprint of the configuration still provisioning, the provider's
-// delay and when the Service is next due for a look (only a listing taken
-// then or later answers it). The zero value: nothing provisioning.
+// the fingerprint of the configuration still provisioning and the backend set
+// it was sent with, the provider's delay and when the Service is next due for
+// a look (only a listing taken then or later answers it). The zero value:
+// nothing provisioning.
 type provisioningWait struct {
 	fp    string
+	nodes nodeSet
 	retry time.Duration
 	due   time.Time
 }
@@ -130,13 +133,15 @@ const (
 )
 
 // planEnsure decides how to ensure a Service whose configuration fingerprint
-// is fp: adopt it on first sight when its condition records fp, ask the shared
-// listing while an Ensure of fp is provisioning, call Ensure otherwise.
-func planEnsure(st svcState, firstSight, adoptable bool, fp string) ensureStep {
+// is fp, with the backends set: adopt it on first sight when its condition
+// records fp (its backends are sent again by the next backend pass), ask the
+// shared listing while an Ensure of fp with the same backends is
+// provisioning, call Ensure otherwise.
+func planEnsure(st svcState, firstSight, adoptable bool, fp string, set nodeSet) ensureStep {
 	switch {
 	case firstSight && adoptable:
 		return ensureAdopt
-	case st.provisioning.fp != "" && st.provisioning.fp == fp:
+	case st.provisioning.fp != "" && st.provisioning.fp == fp && maps.Equal(st.provisioning.nodes, set):
 		return ensureAskListing
 	default:
 		return ensureCall
@@ -231,12 +236,12 @@ func planListing(now time.Time, st svcState, state lbState, status *v1.LoadBalan
 }
 
 // planEnsureResult decides, at now, what EnsureLoadBalancer's answer (status,
-// err) for the configuration fp with n backends means. readyFP is the
+// err) for the configuration fp with the backends set means. readyFP is the
 // fingerprint of the Service as sent (its finalizer patch may have brought a
 // newer one), which a Ready condition records. hasReady tells whether the
 // Service carries a LoadBalancerReady condition; key names the Service in
 // errors.
-func planEnsureResult(now time.Time, key string, status *v1.LoadBalancerStatus, err error, hasReady bool, n int, fp, readyFP string) []action {
+func planEnsureResult(now time.Time, key string, status *v1.LoadBalancerStatus, err error, hasReady bool, set nodeSet, fp, readyFP string) []action {
 	var retryErr *cloudproviderapi.RetryError
 	switch {
 	case errors.Is(err, cloudprovider.ImplementedElsewhere):
@@ -244,7 +249,7 @@ func planEnsureResult(now time.Time, key string, status *v1.LoadBalancerStatus, 
 	case errors.As(err, &retryErr):
 		after := retryErr.RetryAfter()
 		out := []action{
-			{kind: actProvisioning, wait: provisioningWait{fp: fp, retry: after, due: now.Add(after)}},
+			{kind: actProvisioning, wait: provisioningWait{fp: fp, nodes: set, retry: after, due: now.Add(after)}},
 			// Progress, not a failure (upstream: Warning SyncLoadBalancerFailed).
 			emit(v1.EventTypeNormal, EventProvisioning, fmt.Sprintf("Waiting for the cloud: %v", err)),
 		}
@@ -258,7 +263,7 @@ func planEnsureResult(now time.Time, key string, status *v1.LoadBalancerStatus, 
 	case err == nil && status == nil:
 		err = errors.New("service status returned by EnsureLoadBalancer is nil")
 	case err == nil:
-		return planEnsured(status, n, readyFP)
+		return planEnsured(status, len(set), readyFP)
 	}
 	err = fmt.Errorf("ensure load balancer for service %s: %w", key, err)
 	return []action{

@@ -231,7 +231,7 @@ func TestProvisioningTiming(t *testing.T) {
 		want []string
 	}{
 		{"Ensure answers RetryError", 0, func(now time.Time) []action {
-			return planEnsureResult(now, "ns/web", nil, retry, false, 1, "fp1", "fp1")
+			return planEnsureResult(now, "ns/web", nil, retry, false, nodeSet{"n1": ""}, "fp1", "fp1")
 		}, []string{"provisioning fp1 retry 2s due +2s", "event Normal " + EventProvisioning, "requeue 2s"}},
 		{"the listing, taken too recently, says when to ask again", 2 * time.Second, func(now time.Time) []action {
 			return planListing(now, st, lbWait, nil, 300*time.Millisecond, 1, "fp1")
@@ -263,17 +263,17 @@ func TestPlanEnsureResult(t *testing.T) {
 		status   *v1.LoadBalancerStatus
 		err      error
 		hasReady bool
-		nodes    int
+		nodes    nodeSet
 		want     []string
 	}{
-		{"ensured", lbStatus, nil, false, 2, []string{"event Normal EnsuredLoadBalancer", "publish " + ReasonReady}},
-		{"ensured without backends", lbStatus, nil, true, 0, []string{"event Normal EnsuredLoadBalancer", "publish " + ReasonNoBackends}},
-		{"provisioning, Service with a condition", nil, retry, true, 1,
+		{"ensured", lbStatus, nil, false, nodeSet{"n1": "", "n2": ""}, []string{"event Normal EnsuredLoadBalancer", "publish " + ReasonReady}},
+		{"ensured without backends", lbStatus, nil, true, nodeSet{}, []string{"event Normal EnsuredLoadBalancer", "publish " + ReasonNoBackends}},
+		{"provisioning, Service with a condition", nil, retry, true, nodeSet{"n1": ""},
 			[]string{"provisioning fp retry 1s due +1s", "event Normal " + EventProvisioning, "condition " + ReasonProvisioning, "requeue 1s"}},
-		{"implemented elsewhere", nil, cloudprovider.ImplementedElsewhere, true, 1, []string{"elsewhere"}},
-		{"cloud error", nil, errors.New("quota exceeded"), true, 1, []string{"provisioning done", "event Warning SyncLoadBalancerFailed",
+		{"implemented elsewhere", nil, cloudprovider.ImplementedElsewhere, true, nodeSet{"n1": ""}, []string{"elsewhere"}},
+		{"cloud error", nil, errors.New("quota exceeded"), true, nodeSet{"n1": ""}, []string{"provisioning done", "event Warning SyncLoadBalancerFailed",
 			"condition " + ReasonCloudError + " (best effort)", "fail: ensure load balancer for service ns/web: quota exceeded"}},
-		{"no status", nil, nil, false, 1, []string{"provisioning done", "event Warning SyncLoadBalancerFailed",
+		{"no status", nil, nil, false, nodeSet{"n1": ""}, []string{"provisioning done", "event Warning SyncLoadBalancerFailed",
 			"condition " + ReasonCloudError + " (best effort)", "fail: ensure load balancer for service ns/web: service status returned by EnsureLoadBalancer is nil"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -291,22 +291,27 @@ func TestPlanEnsureResult(t *testing.T) {
 }
 
 func TestPlanEnsure(t *testing.T) {
-	provisioning := svcState{provisioning: provisioningWait{fp: "fp1", retry: time.Second, due: t0}}
+	sent := nodeSet{"n1": "fake://n1"}
+	provisioning := svcState{provisioning: provisioningWait{fp: "fp1", nodes: sent, retry: time.Second, due: t0}}
 	for _, tc := range []struct {
 		name       string
 		st         svcState
 		firstSight bool
 		adoptable  bool
 		fp         string
+		nodes      nodeSet
 		want       ensureStep
 	}{
-		{"first sight of a load balancer ensured from this configuration", svcState{}, true, true, "fp1", ensureAdopt},
-		{"adoptable, but synced before", svcState{}, false, true, "fp1", ensureCall},
-		{"new configuration", svcState{}, true, false, "fp1", ensureCall},
-		{"provisioning this configuration", provisioning, false, false, "fp1", ensureAskListing},
-		{"changed while provisioning", provisioning, false, false, "fp2", ensureCall},
+		{"first sight of a load balancer ensured from this configuration", svcState{}, true, true, "fp1", sent, ensureAdopt},
+		{"adoptable, but synced before", svcState{}, false, true, "fp1", sent, ensureCall},
+		{"new configuration", svcState{}, true, false, "fp1", sent, ensureCall},
+		{"provisioning this configuration", provisioning, false, false, "fp1", sent, ensureAskListing},
+		{"changed while provisioning", provisioning, false, false, "fp2", sent, ensureCall},
+		// The fingerprint has no backends: the listing's answer would
+		// describe a load balancer with the old ones.
+		{"a node joined while provisioning", provisioning, false, false, "fp1", nodeSet{"n1": "fake://n1", "n2": ""}, ensureCall},
 	} {
-		if got := planEnsure(tc.st, tc.firstSight, tc.adoptable, tc.fp); got != tc.want {
+		if got := planEnsure(tc.st, tc.firstSight, tc.adoptable, tc.fp, tc.nodes); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
 		}
 	}

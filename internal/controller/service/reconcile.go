@@ -152,12 +152,19 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 		return reconcile.Result{}, err
 	}
 	set := c.sets.share(newNodeSet(nodes))
-	fp := fingerprint(p.Name(), svc, set)
+	fp := fingerprint(p.Name(), svc)
 	st, _ := c.cache.get(key)
-	switch planEnsure(st, firstSight, adoptable(svc, fp), fp) {
+	switch planEnsure(st, firstSight, adoptable(svc, fp), fp, set) {
 	case ensureAdopt:
-		c.cache.update(key, func(e *svcState) { e.nodes, e.phase = set, phaseEnsured; e.ensuredFrom(svc) })
-		logger.V(1).Info("load balancer already ensured from this configuration; adopted without a cloud call")
+		// The condition says nothing of the backends the load balancer
+		// has: they may have changed while no controller ran. The node
+		// syncer sends them once (one update, no Ensure).
+		c.cache.update(key, func(e *svcState) {
+			e.nodes, e.unverified, e.phase = set, true, phaseEnsured
+			e.ensuredFrom(svc)
+		})
+		logger.V(1).Info("load balancer already ensured from this configuration; adopted without a cloud call, its backends are sent by the next backend pass")
+		c.verifyBackends(ctx, svc)
 		return reconcile.Result{}, nil
 	case ensureAskListing:
 		// An Ensure of this very configuration answered "provisioning": a
@@ -186,7 +193,7 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	}
 	now := c.opts.Clock.Now()
 	c.cache.update(key, func(e *svcState) {
-		e.nodes = set
+		e.nodes, e.unverified = set, false
 		if e.firstEnsure.IsZero() {
 			e.firstEnsure = now
 		}
@@ -202,7 +209,7 @@ func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provi
 	if errors.As(err, &retryErr) {
 		logger.V(1).Info("load balancer provisioning; checking again later", "after", retryErr.RetryAfter())
 	}
-	plan := planEnsureResult(c.opts.Clock.Now(), key.String(), status, err, hasReadyCondition(svc), len(nodes), fp, fingerprint(p.Name(), svc, set))
+	plan := planEnsureResult(c.opts.Clock.Now(), key.String(), status, err, hasReadyCondition(svc), set, fp, fingerprint(p.Name(), svc))
 	return c.apply(ctx, svc, p, plan)
 }
 

@@ -77,7 +77,8 @@ func (c *Controller) setCondition(ctx context.Context, svc *v1.Service, cond met
 }
 
 // setReadyCondition records a backend update: Ready or NoBackends after the
-// number of backends, with the new configuration fingerprint. It changes only a
+// number of backends, with the configuration fingerprint. (The fingerprint has
+// no backends: an update that keeps the count above zero writes nothing.) It changes only a
 // Ready or NoBackends condition of the same incarnation that still has its load
 // balancer — checked on the object being patched, so that a conflict retry never
 // resurrects the condition of a Service cleaned up meanwhile.
@@ -88,7 +89,7 @@ func (c *Controller) setReadyCondition(ctx context.Context, svc *v1.Service, ent
 	if entry.ensuredSvc == nil {
 		return nil
 	}
-	cond := readyCondition(len(nodes), fingerprint(entry.provider.Name(), entry.ensuredSvc, newNodeSet(nodes)))
+	cond := readyCondition(len(nodes), fingerprint(entry.provider.Name(), entry.ensuredSvc))
 	_, err := c.patchService(ctx, svc, true, func(s *v1.Service) {
 		cur := meta.FindStatusCondition(s.Status.Conditions, ConditionLoadBalancerReady)
 		if s.UID != entry.ensuredSvc.UID || !hasFinalizer(s) || !wantsLB(s) || s.DeletionTimestamp != nil ||
