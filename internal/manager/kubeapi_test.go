@@ -16,9 +16,10 @@ import (
 	"github.com/stratus-ccm/stratus/internal/testenv"
 )
 
-// --kube-api-qps is one bucket for the whole manager: a request of one
-// clientset (an event recorder's, say) spends the tokens of every other made
-// from the manager's configuration. Leader election has a bucket of its own.
+// The manager's configuration (its informers, the providers' clients) is one
+// --kube-api-qps bucket: a request of one clientset spends the tokens of every
+// other made from it. Leader election has a bucket of its own; so does each
+// controller (TestKubeAPIBucketPerController).
 func TestKubeAPILimitIsShared(t *testing.T) {
 	env := testenv.Get(t)
 	o := NewOptions()

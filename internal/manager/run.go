@@ -92,12 +92,12 @@ func Run(ctx context.Context, o *Options) error {
 // (in-cluster when both are empty) with --kube-api-qps, --kube-api-burst and
 // --kube-api-content-type.
 //
-// The limit is one token bucket for the whole manager: every client made from
-// this configuration (controller-runtime's client per resource type, the
-// informers, each controller's event recorder, the providers' clients) shares
-// it, so --kube-api-qps bounds what the manager sends. Without it each of
-// those clients would get a bucket of its own. Leader election and request
-// authentication keep their own (ownBucket).
+// The limit is one token bucket shared by every client made from this
+// configuration (the informers, the providers' clients); without it each of
+// them, down to controller-runtime's client per resource type, would get a
+// bucket of its own. Each controller gets a bucket of its own instead
+// (forController), as upstream gives each controller a clientset; leader
+// election and request authentication keep their own (ownBucket).
 func (o *Options) restConfig() (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags(o.Master, o.Kubeconfig)
 	if err != nil {
@@ -106,8 +106,8 @@ func (o *Options) restConfig() (*rest.Config, error) {
 	return o.limited(cfg), nil
 }
 
-// limited returns cfg with the manager's content type, user agent and shared
-// --kube-api-qps/--kube-api-burst bucket.
+// limited returns cfg with the manager's content type, user agent and a
+// --kube-api-qps/--kube-api-burst bucket its clients share.
 func (o *Options) limited(cfg *rest.Config) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.DisableCompression = true
@@ -304,7 +304,11 @@ func (s *controllerStarter) startControllers() error {
 			s.log.Info("controller is disabled by --controllers", "controller", name)
 			continue
 		}
-		started, err := c.add(s.mgr, s.clouds, s.opts, s.cfg, s.log.WithValues("controller", name))
+		mgr, err := s.opts.forController(s.mgr, name)
+		if err != nil {
+			return fmt.Errorf("start %s: %w", name, err)
+		}
+		started, err := c.add(mgr, s.clouds, s.opts, s.cfg, s.log.WithValues("controller", name))
 		if err != nil {
 			return fmt.Errorf("start %s: %w", name, err)
 		}
