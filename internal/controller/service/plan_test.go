@@ -475,3 +475,27 @@ func TestRecoveredSyncsFailedServices(t *testing.T) {
 		t.Errorf("instances changed: %v, want nothing", got)
 	}
 }
+
+// An adopted load balancer's backends are sent by the next pass even when the
+// set looks unchanged (the condition does not record them), then only when
+// the set changes.
+func TestSwapNodesSendsAdoptedBackendsOnce(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "web"}
+	set := nodeSet{"n1": "fake://n1"}
+	c := newServiceCache()
+	c.remember(&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u1"}}, nil)
+	c.update(key, func(e *svcState) { e.nodes, e.phase = set, phaseEnsured })
+	if _, send := c.swapNodes(key, "u1", set); send {
+		t.Error("an ensured load balancer with this set: sent again")
+	}
+	c.update(key, func(e *svcState) { e.unverified = true })
+	if _, send := c.swapNodes(key, "u1", set); !send {
+		t.Error("an adopted load balancer: its backends not sent")
+	}
+	if _, send := c.swapNodes(key, "u1", set); send {
+		t.Error("an adopted load balancer: its backends sent twice")
+	}
+	if _, send := c.swapNodes(key, "u1", nodeSet{"n1": "fake://n1", "n2": "fake://n2"}); !send {
+		t.Error("a new node: not sent")
+	}
+}
