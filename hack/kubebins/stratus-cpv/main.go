@@ -12,7 +12,7 @@ package main
 import (
 	"os"
 
-	_ "k8s.io/cloud-provider-vsphere/pkg/stratus/vsphere" // registers "vsphere"
+	_ "k8s.io/cloud-provider-vsphere/pkg/cloudprovider/vsphere" // registers "vsphere"
 
 	"github.com/stratus-ccm/stratus/internal/managercmd"
 )

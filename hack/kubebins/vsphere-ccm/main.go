@@ -10,7 +10,7 @@
 package main
 
 import (
-	_ "k8s.io/cloud-provider-vsphere/pkg/stratus/vsphere" // registers "vsphere"
+	_ "k8s.io/cloud-provider-vsphere/pkg/cloudprovider/vsphere" // registers "vsphere"
 
 	"github.com/stratus-ccm/stratus/hack/kubebins/ccm/upstream"
 )
