@@ -59,7 +59,7 @@ func TestQuickRunsEveryScenario(t *testing.T) {
 			t.Parallel() // each scenario has its own control planes and cloud
 			ctx := log.IntoContext(context.Background(), testr.New(t))
 			profiles := t.TempDir()
-			rep, err := Run(ctx, Options{BinDir: binDir, StratusCCM: ccm, WorkDir: t.TempDir(), Sizes: sizes, Scenarios: []string{name}, Cloud: DefaultCloud, Timeout: 3 * time.Minute, HeapProfileDir: profiles})
+			rep, err := Run(ctx, Options{BinDir: binDir, StratusCCM: ccm, WorkDir: t.TempDir(), Sizes: sizes, Scenarios: []string{name}, Cloud: DefaultCloud, Timeout: 5 * time.Minute, HeapProfileDir: profiles})
 			if err != nil {
 				t.Fatal(err)
 			}
