@@ -134,19 +134,7 @@ func TestMinicloudGoneMachineLeavesBackends(t *testing.T) {
 		ids = append(ids, inst.ID)
 		h.createNodes(i, i+1, func(n *v1.Node) { n.Spec.ProviderID = mcprovider.ProviderID(inst.ID) })
 	}
-	targets := func(name string) []string {
-		svc := h.getService(name)
-		lbs, err := mc.Client.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{mcprovider.TagServiceUID: string(svc.UID)}})
-		if err != nil || len(lbs) != 1 {
-			return nil
-		}
-		var out []string
-		for _, tg := range lbs[0].Targets {
-			out = append(out, tg.InstanceID)
-		}
-		slices.Sort(out)
-		return out
-	}
+	targets := func(name string) []string { return lbTargets(ctx, mc, string(h.getService(name).UID)) }
 	h.createService(lbService("web", func(s *v1.Service) { s.Spec.Ports[0].NodePort = 0 }))
 	h.waitIngress("web", 30*time.Second)
 	if got := targets("web"); !slices.Equal(got, ids) {
@@ -251,18 +239,7 @@ func TestMinicloudBackendsWithoutServiceWrites(t *testing.T) {
 		slices.Sort(out)
 		return out
 	}
-	targets := func(uid string) []string {
-		lbs, err := mc.Client.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{mcprovider.TagServiceUID: uid}})
-		if err != nil || len(lbs) != 1 {
-			return nil
-		}
-		var out []string
-		for _, tg := range lbs[0].Targets {
-			out = append(out, tg.InstanceID)
-		}
-		slices.Sort(out)
-		return out
-	}
+	targets := func(uid string) []string { return lbTargets(ctx, mc, uid) }
 	addNode(0)
 	addNode(1)
 	h.createService(lbService("web", func(s *v1.Service) { s.Spec.Ports[0].NodePort = 0 }))
@@ -309,4 +286,19 @@ func TestMinicloudBackendsWithoutServiceWrites(t *testing.T) {
 	if ev, ok := h.findEvent("web", "EnsuringLoadBalancer"); !ok || ev.Count != 1 {
 		t.Errorf("EnsuringLoadBalancer event %+v (found %v): want it once, the adopted load balancer is not ensured again", ev, ok)
 	}
+}
+
+// lbTargets are the sorted instance IDs of the targets of the one minicloud
+// load balancer of the Service with uid, or nil when there is not exactly one.
+func lbTargets(ctx context.Context, mc *minicloudtest.Cloud, uid string) []string {
+	lbs, err := mc.Client.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{mcprovider.TagServiceUID: uid}})
+	if err != nil || len(lbs) != 1 {
+		return nil
+	}
+	var out []string
+	for _, tg := range lbs[0].Targets {
+		out = append(out, tg.InstanceID)
+	}
+	slices.Sort(out)
+	return out
 }
