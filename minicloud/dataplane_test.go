@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
 )
 
@@ -260,5 +261,32 @@ func TestUpdateAndDeleteLeaveOtherLBsAlone(t *testing.T) {
 	echo()
 	if got := minicloudtest.CountTCP(t, vipAddr(y, 18081), 2); got["a"]+got["b"] != 2 {
 		t.Errorf("y after x was deleted: %v", got)
+	}
+}
+
+// A load balancer that a reader already finds gone carries no traffic: the
+// data plane stops before the deletion is visible. A reader polls while the
+// deletion runs and dials the VIP the moment it sees 404.
+func TestDeletedLBRefusesOnceGone(t *testing.T) {
+	t.Parallel()
+	f := newLBFixture(t, true, false, 0)
+	ctx := context.Background()
+	for i := range 5 {
+		lb := f.create(t, api.LoadBalancerSpec{Name: "gone-" + strconv.Itoa(i), Listeners: []api.Listener{{Protocol: "TCP", Port: 18083, TargetPort: f.port}}})
+		seen := make(chan bool)
+		go func() {
+			for {
+				if _, err := f.mc.Client.GetLoadBalancer(ctx, lb.ID); client.IsNotFound(err) {
+					seen <- minicloudtest.Refused(vipAddr(lb, 18083))
+					return
+				}
+			}
+		}()
+		if err := f.mc.Client.DeleteLoadBalancer(ctx, lb.ID); err != nil {
+			t.Fatal(err)
+		}
+		if !<-seen {
+			t.Fatalf("load balancer %s: its VIP accepted a connection after a read found it gone", lb.ID)
+		}
 	}
 }

@@ -222,6 +222,14 @@ func (s *Server) deleteLB(r *http.Request) (int, any, error) {
 	if err != nil {
 		return 0, nil, err
 	}
+	// The data plane stops before the deletion commits, under planeMu (the
+	// lock order is planeMu, then a store transaction): a client that no
+	// longer finds the load balancer in a listing finds its VIP closed too.
+	s.planeMu.Lock()
+	if plane := s.plane.Load(); plane != nil && !s.closed {
+		plane.Remove(id)
+		s.applyAliases(id, false, dataplane.Spec{})
+	}
 	err = s.store.Update(func(tx *store.Tx) error {
 		lb, err := store.Get[lbRecord](tx, store.LoadBalancers, id)
 		if err != nil {
@@ -235,7 +243,10 @@ func (s *Server) deleteLB(r *http.Request) (int, any, error) {
 		}
 		return tx.ReleaseIP(poolVIP, lb.VIP)
 	})
+	s.planeMu.Unlock()
 	if err != nil {
+		// Not deleted: it listens again as the store says.
+		s.reconcileLB(id)
 		return 0, nil, storeErr(err, "load balancer", id)
 	}
 	s.targets.drop(id)

@@ -26,6 +26,21 @@ import (
 	"github.com/stratus-ccm/stratus/minicloud/client"
 )
 
+// The address blocks of the environments these tests start, one each: the
+// tests run in parallel, and two environments in one block would bind the
+// same VIPs (one's load balancer answering for the other's while its cloud
+// is down). Above the blocks derived from a state dir.
+const (
+	blockClusterAndKubelets = lastDerivedBlock + 1 + iota
+	blockEndToEnd
+	blockVSphere
+	blockOpenStack
+	blockFaultDrills
+)
+
+// blockArgs is the --address-block flag for block.
+func blockArgs(block int) []string { return []string{"--address-block", strconv.Itoa(block)} }
+
 // The end-to-end tests run `stratus dev` as a user would: the binary built
 // from this tree, as a subprocess with a temporary state dir and free ports,
 // and check the outcome through the API server, minicloud and real HTTP.
@@ -168,7 +183,7 @@ func (d *devRun) createLBService(ctx context.Context, name string) *corev1.Servi
 func TestDevClusterAndKubelets(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
-	d := startDev(t, state, "--nodes", "2", "--no-manager", "--address-block", "248")
+	d := startDev(t, state, append([]string{"--nodes", "2", "--no-manager"}, blockArgs(blockClusterAndKubelets)...)...)
 	ctx := t.Context()
 	cs := d.conn.Kube
 
@@ -278,7 +293,7 @@ func TestDevEndToEnd(t *testing.T) {
 	if manager == "" {
 		manager = buildCommand(t, root, "cmd/stratus-ccm")
 	}
-	d := startDev(t, t.TempDir(), "--nodes", "2", "--manager-binary", manager, "--address-block", "249")
+	d := startDev(t, t.TempDir(), append([]string{"--nodes", "2", "--manager-binary", manager}, blockArgs(blockEndToEnd)...)...)
 	ctx := t.Context()
 	cs := d.conn.Kube
 
@@ -463,7 +478,7 @@ func TestDevFaultDrills(t *testing.T) {
 		t.Skip("runs stratus dev; skipped under -short")
 	}
 	manager := buildCommand(t, root, "cmd/stratus-ccm")
-	d := startDev(t, t.TempDir(), "--nodes", "1", "--manager-binary", manager, "--address-block", "250")
+	d := startDev(t, t.TempDir(), append([]string{"--nodes", "1", "--manager-binary", manager}, blockArgs(blockFaultDrills)...)...)
 	ctx := t.Context()
 	const mgrName = "stratus-ccm"
 

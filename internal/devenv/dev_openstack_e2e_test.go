@@ -41,7 +41,7 @@ func TestDevOpenStack(t *testing.T) {
 		manager = buildCommand(t, root, "cmd/stratus-ccm")
 	}
 	const block = 251
-	d := startDev(t, t.TempDir(), "--cloud", "openstack", "--nodes", "2", "--manager-binary", manager, "--address-block", "251")
+	d := startDev(t, t.TempDir(), append([]string{"--cloud", "openstack", "--nodes", "2", "--manager-binary", manager}, blockArgs(blockOpenStack)...)...)
 	ctx := t.Context()
 	if d.conn.Machines != CloudOpenStack {
 		t.Errorf("Connect: machines %q, want %q", d.conn.Machines, CloudOpenStack)

@@ -40,7 +40,7 @@ func TestDevVSphere(t *testing.T) {
 	if manager == "" {
 		manager = buildCommand(t, root, "cmd/stratus-ccm")
 	}
-	d := startDev(t, t.TempDir(), "--cloud", "vsphere", "--nodes", "2", "--manager-binary", manager, "--address-block", "250")
+	d := startDev(t, t.TempDir(), append([]string{"--cloud", "vsphere", "--nodes", "2", "--manager-binary", manager}, blockArgs(blockVSphere)...)...)
 	ctx := t.Context()
 	cs := d.conn.Kube
 	if d.conn.VCenter == nil {
