@@ -131,7 +131,7 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 	if err != nil {
 		return false, fmt.Errorf("service controller: %w", err)
 	}
-	if err := nodeCtrl.Watch(source.Kind(mgr.GetCache(), &v1.Node{}, nodeEvents(opts.NodeUpdateWindow, opts.Clock, &c.burst))); err != nil {
+	if err := nodeCtrl.Watch(source.Kind(mgr.GetCache(), &v1.Node{}, nodeEvents(opts.NodeUpdateWindow, opts.Clock, &c.burst, c.listedProviderID))); err != nil {
 		return false, fmt.Errorf("service controller: watch nodes: %w", err)
 	}
 	if err := nodeCtrl.Watch(source.Channel(c.adopted, adoptionEvents(opts.NodeUpdateWindow, opts.Clock, &c.burst))); err != nil {

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	cloudproviderapi "k8s.io/cloud-provider/api"
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
@@ -79,11 +80,43 @@ func TestBackendChanged(t *testing.T) {
 	for _, tt := range tests {
 		old, new := base(), base()
 		tt.fn(new)
-		if got := backendChanged(old, new); got != tt.want {
+		if got := backendChanged(old, new, nil); got != tt.want {
 			t.Errorf("%s: backendChanged = %v, want %v", tt.desc, got, tt.want)
 		}
-		if got := backendChanged(new, old); got != tt.want {
+		if got := backendChanged(new, old, nil); got != tt.want {
 			t.Errorf("%s (reverse): backendChanged = %v, want %v", tt.desc, got, tt.want)
+		}
+	}
+}
+
+// A joining node named from the instance listing is a backend under that
+// provider ID already: its initialization to the same ID is no backend
+// change (it would hold back the pass of a burst), to another ID it is.
+func TestBackendChangedListedJoiningNode(t *testing.T) {
+	joiningNode := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n"}, Spec: v1.NodeSpec{
+		Taints: []v1.Taint{{Key: cloudproviderapi.TaintExternalCloudProvider, Effect: v1.TaintEffectNoSchedule}},
+	}}
+	initialized := func(id string) *v1.Node {
+		n := joiningNode.DeepCopy()
+		n.Spec.Taints, n.Spec.ProviderID = nil, id
+		return n
+	}
+	listedAs := func(id string) func(*v1.Node) string { return func(*v1.Node) string { return id } }
+	tests := []struct {
+		desc   string
+		listed func(*v1.Node) string
+		new    *v1.Node
+		want   bool
+	}{
+		{"listed, initialized to the listed ID", listedAs("mc://i-1"), initialized("mc://i-1"), false},
+		{"listed, initialized to another ID", listedAs("mc://i-1"), initialized("mc://i-2"), true},
+		{"not listed, initialized", listedAs(""), initialized("mc://i-1"), true},
+		{"no listing, initialized", nil, initialized("mc://i-1"), true},
+		{"listed, still joining", listedAs("mc://i-1"), joiningNode.DeepCopy(), false},
+	}
+	for _, tt := range tests {
+		if got := backendChanged(joiningNode, tt.new, tt.listed); got != tt.want {
+			t.Errorf("%s: backendChanged = %v, want %v", tt.desc, got, tt.want)
 		}
 	}
 }

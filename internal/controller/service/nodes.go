@@ -58,9 +58,22 @@ func IsBackend(node *v1.Node) bool {
 }
 
 // backendChanged reports whether an update of a node can change any load
-// balancer's backend set: its backend predicate result or its provider ID changed.
-func backendChanged(old, new *v1.Node) bool {
-	return IsBackend(old) != IsBackend(new) || old.Spec.ProviderID != new.Spec.ProviderID
+// balancer's backend set: its backend predicate result or the provider ID it
+// is a backend under changed. listed gives a joining node's provider ID from
+// the cached instance listing ("" when unknown; nil: none), as backends names
+// it: the initialization of a node already named so changes nothing, and
+// does not hold back a pass waiting for a burst of changes to pause.
+func backendChanged(old, new *v1.Node, listed func(*v1.Node) string) bool {
+	return IsBackend(old) != IsBackend(new) || backendID(old, listed) != backendID(new, listed)
+}
+
+// backendID is the provider ID node is a backend under: its own, or for a
+// joining node the one listed gives it.
+func backendID(node *v1.Node, listed func(*v1.Node) string) string {
+	if listed != nil && joining(node) {
+		return listed(node)
+	}
+	return node.Spec.ProviderID
 }
 
 // nodesKey is the single work item of the node syncer: all node changes of one
@@ -71,14 +84,14 @@ var nodesKey = reconcile.Request{NamespacedName: types.NamespacedName{Name: "bac
 // the queue keeps the earliest time, and the pass waits until the changes
 // have paused for a window (burst), so that a burst of joining nodes shares
 // one pass.
-func nodeEvents(window time.Duration, clk clock.PassiveClock, burst *nodeBurst) handler.TypedEventHandler[*v1.Node, reconcile.Request] {
+func nodeEvents(window time.Duration, clk clock.PassiveClock, burst *nodeBurst, listed func(*v1.Node) string) handler.TypedEventHandler[*v1.Node, reconcile.Request] {
 	add := passTrigger(window, clk, burst)
 	return handler.TypedFuncs[*v1.Node, reconcile.Request]{
 		CreateFunc: func(_ context.Context, _ event.TypedCreateEvent[*v1.Node], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 			add(q)
 		},
 		UpdateFunc: func(_ context.Context, e event.TypedUpdateEvent[*v1.Node], q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			if backendChanged(e.ObjectOld, e.ObjectNew) {
+			if backendChanged(e.ObjectOld, e.ObjectNew, listed) {
 				add(q)
 			}
 		},
