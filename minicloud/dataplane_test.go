@@ -273,10 +273,11 @@ func TestDeletedLBRefusesOnceGone(t *testing.T) {
 	ctx := context.Background()
 	for i := range 5 {
 		lb := f.create(t, api.LoadBalancerSpec{Name: "gone-" + strconv.Itoa(i), Listeners: []api.Listener{{Protocol: "TCP", Port: 18083, TargetPort: f.port}}})
-		seen := make(chan bool)
+		seen := make(chan bool, 1)
 		go func() {
-			for {
-				if _, err := f.mc.Client.GetLoadBalancer(ctx, lb.ID); client.IsNotFound(err) {
+			// Ends with the test if the deletion fails.
+			for t.Context().Err() == nil {
+				if _, err := f.mc.Client.GetLoadBalancer(t.Context(), lb.ID); client.IsNotFound(err) {
 					seen <- minicloudtest.Refused(vipAddr(lb, 18083))
 					return
 				}

@@ -38,9 +38,6 @@ const (
 	blockFaultDrills
 )
 
-// blockArgs is the --address-block flag for block.
-func blockArgs(block int) []string { return []string{"--address-block", strconv.Itoa(block)} }
-
 // The end-to-end tests run `stratus dev` as a user would: the binary built
 // from this tree, as a subprocess with a temporary state dir and free ports,
 // and check the outcome through the API server, minicloud and real HTTP.
@@ -183,7 +180,7 @@ func (d *devRun) createLBService(ctx context.Context, name string) *corev1.Servi
 func TestDevClusterAndKubelets(t *testing.T) {
 	t.Parallel()
 	state := t.TempDir()
-	d := startDev(t, state, append([]string{"--nodes", "2", "--no-manager"}, blockArgs(blockClusterAndKubelets)...)...)
+	d := startDev(t, state, "--nodes", "2", "--no-manager", "--address-block", strconv.Itoa(blockClusterAndKubelets))
 	ctx := t.Context()
 	cs := d.conn.Kube
 
@@ -293,7 +290,7 @@ func TestDevEndToEnd(t *testing.T) {
 	if manager == "" {
 		manager = buildCommand(t, root, "cmd/stratus-ccm")
 	}
-	d := startDev(t, t.TempDir(), append([]string{"--nodes", "2", "--manager-binary", manager}, blockArgs(blockEndToEnd)...)...)
+	d := startDev(t, t.TempDir(), "--nodes", "2", "--manager-binary", manager, "--address-block", strconv.Itoa(blockEndToEnd))
 	ctx := t.Context()
 	cs := d.conn.Kube
 
@@ -478,7 +475,7 @@ func TestDevFaultDrills(t *testing.T) {
 		t.Skip("runs stratus dev; skipped under -short")
 	}
 	manager := buildCommand(t, root, "cmd/stratus-ccm")
-	d := startDev(t, t.TempDir(), append([]string{"--nodes", "1", "--manager-binary", manager}, blockArgs(blockFaultDrills)...)...)
+	d := startDev(t, t.TempDir(), "--nodes", "1", "--manager-binary", manager, "--address-block", strconv.Itoa(blockFaultDrills))
 	ctx := t.Context()
 	const mgrName = "stratus-ccm"
 

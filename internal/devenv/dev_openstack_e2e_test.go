@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,8 +41,7 @@ func TestDevOpenStack(t *testing.T) {
 	if manager == "" {
 		manager = buildCommand(t, root, "cmd/stratus-ccm")
 	}
-	const block = 251
-	d := startDev(t, t.TempDir(), append([]string{"--cloud", "openstack", "--nodes", "2", "--manager-binary", manager}, blockArgs(blockOpenStack)...)...)
+	d := startDev(t, t.TempDir(), "--cloud", "openstack", "--nodes", "2", "--manager-binary", manager, "--address-block", strconv.Itoa(blockOpenStack))
 	ctx := t.Context()
 	if d.conn.Machines != CloudOpenStack {
 		t.Errorf("Connect: machines %q, want %q", d.conn.Machines, CloudOpenStack)
@@ -101,7 +101,7 @@ func TestDevOpenStack(t *testing.T) {
 	}
 	// The demo's external IP is a floating IP (the public pool), not the
 	// VIP: the address the HTTP request went through.
-	_, public, _ := addressPools(block)
+	_, public, _ := addressPools(blockOpenStack)
 	if m := regexp.MustCompile(`EXTERNAL-IP (\S+)`).FindSubmatch(out); m == nil {
 		t.Error("stratus dev demo output names no EXTERNAL-IP")
 	} else if a, err := netip.ParseAddr(string(m[1])); err != nil || !public.Contains(a) {

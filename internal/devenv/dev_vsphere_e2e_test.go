@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -40,7 +41,7 @@ func TestDevVSphere(t *testing.T) {
 	if manager == "" {
 		manager = buildCommand(t, root, "cmd/stratus-ccm")
 	}
-	d := startDev(t, t.TempDir(), append([]string{"--cloud", "vsphere", "--nodes", "2", "--manager-binary", manager}, blockArgs(blockVSphere)...)...)
+	d := startDev(t, t.TempDir(), "--cloud", "vsphere", "--nodes", "2", "--manager-binary", manager, "--address-block", strconv.Itoa(blockVSphere))
 	ctx := t.Context()
 	cs := d.conn.Kube
 	if d.conn.VCenter == nil {
