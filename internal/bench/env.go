@@ -50,6 +50,10 @@ type env struct {
 	// counts were last reset (resetCounts).
 	auditLog    string
 	countsSince time.Time
+	// audit follows auditLog for waitQuiet; quietWait is how long the last
+	// waitQuiet waited.
+	audit     *auditTail
+	quietWait time.Duration
 	// profiler reads the manager's heap profile when the scenario takes one
 	// (nil otherwise), into <profileName>.heap.pb.gz; heapTop is the
 	// profile's summary once taken.

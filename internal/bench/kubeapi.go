@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,6 +50,14 @@ type auditEvent struct {
 	} `json:"objectRef"`
 }
 
+// byManager tells whether ev is the record of one request the manager made:
+// answered (a watch once it started), made by neither the harness nor the
+// API server itself.
+func (ev auditEvent) byManager() bool {
+	counted := ev.Stage == "ResponseComplete" && ev.Verb != "watch" || ev.Stage == "ResponseStarted" && ev.Verb == "watch"
+	return counted && !strings.HasPrefix(ev.UserAgent, harnessAgent) && !strings.HasPrefix(ev.UserAgent, "kube-apiserver")
+}
+
 // managerRequests counts the requests the API server answered since since
 // that neither the harness nor the API server itself made: the manager's.
 // It returns the total and the counts by "verb resource[/subresource]".
@@ -66,8 +75,7 @@ func managerRequests(path string, since time.Time) (int, map[string]int, error) 
 		if err := json.Unmarshal(s.Bytes(), &ev); err != nil {
 			return 0, nil, fmt.Errorf("audit log %s: %w", path, err)
 		}
-		counted := ev.Stage == "ResponseComplete" && ev.Verb != "watch" || ev.Stage == "ResponseStarted" && ev.Verb == "watch"
-		if !counted || ev.Received.Before(since) || strings.HasPrefix(ev.UserAgent, harnessAgent) || strings.HasPrefix(ev.UserAgent, "kube-apiserver") {
+		if !ev.byManager() || ev.Received.Before(since) {
 			continue
 		}
 		what := ev.Verb
@@ -81,4 +89,45 @@ func managerRequests(path string, since time.Time) (int, map[string]int, error) 
 		by[what]++
 	}
 	return total, by, s.Err()
+}
+
+// auditTail follows the audit log as it grows and remembers when the
+// manager's latest request was received.
+type auditTail struct {
+	path string
+	off  int64
+	last time.Time
+}
+
+// lastManagerRequest reads what the log gained since the previous call (whole
+// lines only) and returns when the latest manager request of the log so far
+// was received (zero if none).
+func (t *auditTail) lastManagerRequest() (time.Time, error) {
+	f, err := os.Open(t.path)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("audit log: %w", err)
+	}
+	defer f.Close()
+	if _, err := f.Seek(t.off, io.SeekStart); err != nil {
+		return time.Time{}, fmt.Errorf("audit log %s: %w", t.path, err)
+	}
+	r := bufio.NewReaderSize(f, 1<<20)
+	for {
+		line, err := r.ReadBytes('\n')
+		if err == io.EOF {
+			// A line without its newline is still being written.
+			return t.last, nil
+		}
+		if err != nil {
+			return time.Time{}, fmt.Errorf("audit log %s: %w", t.path, err)
+		}
+		t.off += int64(len(line))
+		var ev auditEvent
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return time.Time{}, fmt.Errorf("audit log %s: %w", t.path, err)
+		}
+		if ev.byManager() && ev.Received.After(t.last) {
+			t.last = ev.Received
+		}
+	}
 }

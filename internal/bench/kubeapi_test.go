@@ -3,6 +3,7 @@ package bench
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,6 +36,45 @@ func TestManagerRequests(t *testing.T) {
 			t.Errorf("%s: %d, want %d", k, by[k], n)
 		}
 	}
+}
+
+// The tail reads only whole lines, each once, and remembers the latest
+// manager request: a harness request after it does not move it.
+func TestAuditTailLastManagerRequest(t *testing.T) {
+	log := filepath.Join(t.TempDir(), "audit.log")
+	write := func(s string) {
+		f, err := os.OpenFile(log, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		if _, err := f.WriteString(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tail := &auditTail{path: log}
+	at := func(want string) {
+		t.Helper()
+		got, err := tail.lastManagerRequest()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w, _ := time.Parse(time.RFC3339, want); !got.Equal(w) && !(want == "" && got.IsZero()) {
+			t.Errorf("last manager request %v, want %q", got, want)
+		}
+	}
+	write("")
+	at("")
+	manager := `{"stage":"ResponseComplete","verb":"create","userAgent":"ccm/v1","requestReceivedTimestamp":"2026-12-01T10:00:0%dZ","objectRef":{"resource":"events"}}`
+	write(strings.ReplaceAll(manager, "%d", "1") + "\n" + `{"stage":"ResponseComplete","verb":"create","userAgent":"` + harnessAgent + `","requestReceivedTimestamp":"2026-12-01T10:00:05Z"}` + "\n")
+	at("2026-12-01T10:00:01Z")
+	// Half a line: not read until its newline is there.
+	line := strings.ReplaceAll(manager, "%d", "7")
+	write(line[:40])
+	at("2026-12-01T10:00:01Z")
+	write(line[40:] + "\n")
+	at("2026-12-01T10:00:07Z")
+	at("2026-12-01T10:00:07Z")
 }
 
 func TestMedianRuns(t *testing.T) {

@@ -14,10 +14,11 @@ const ladderServiceShare = 5
 
 // ladderScenario grows one cluster through Sizes.LadderRungs nodes (each rung
 // with a fifth as many LoadBalancer Services), and at each rung, once every
-// node is initialized and every Service has ingress, measures the manager for
-// LadderWindow while the kubelets report as they do (every 5 minutes): its
-// peak RSS so far, its CPU seconds and cloud calls per hour, and its
-// Kubernetes API requests per hour.
+// node is initialized, every Service has ingress and the manager's API
+// requests have paused (waitQuiet, whose wait is reported), measures the
+// manager for LadderWindow while the kubelets report as they do (every 5
+// minutes): its peak RSS so far, its CPU seconds and cloud calls per hour, and its
+// Kubernetes API requests per hour, in total and by verb and resource.
 var ladderScenario = scenario{
 	name: "scale-ladder",
 	params: func(s Sizes) map[string]any {
@@ -43,6 +44,7 @@ var ladderScenario = scenario{
 			if err := settle(ctx, e, nodes, services); err != nil {
 				return nil, err
 			}
+			quiet := e.quietWait
 			cpu0, err := e.cpuSeconds()
 			if err != nil {
 				return nil, err
@@ -69,9 +71,12 @@ var ladderScenario = scenario{
 			}
 			prefix := fmt.Sprintf("nodes=%05d ", rung)
 			m[prefix+"peakRSSMiB"] = rss
+			m[prefix+"quietAfterIngressSeconds"] = quiet.Seconds()
 			m[prefix+"cpuSecondsPerHour"] = (cpu1 - cpu0) * perHour
 			m[prefix+"cloudCallsPerHour"] = float64(total) * perHour
-			m[prefix+"kubeAPIRequestsPerHour"] = rm["kubeAPIRequestsPerHour"]
+			for k, v := range rm {
+				m[prefix+k] = v
+			}
 		}
 		return m, nil
 	},

@@ -67,6 +67,8 @@ func (r *Report) Markdown() string {
 				verdict = "run check, not compared"
 			case !okR && up == 0 && st == 0:
 				verdict = "both 0"
+			case !okR && st == 0:
+				verdict = "stratus 0, upstream not"
 			}
 			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s |\n", s.Name, params, k,
 				num(up, okU)+s.spread(string(upstream), k), num(st, okS)+s.spread(string(stratusCCM), k), num(ratio, okR), verdict)

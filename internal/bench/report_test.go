@@ -34,11 +34,13 @@ func TestMarkdownSaysWhereStratusIsBehind(t *testing.T) {
 	r := &Report{Scenarios: []Result{
 		{Name: "memory", Params: map[string]any{"nodes": 5}, Upstream: Metrics{"peakRSSMiB": 50}, Stratus: Metrics{"peakRSSMiB": 100}, Ratio: Metrics{"peakRSSMiB": 0.5}},
 		{Name: "lb-burst", Params: map[string]any{}, Errors: map[string]string{"stratus": "boom"}},
+		{Name: "scale-ladder", Params: map[string]any{}, Upstream: Metrics{"kubeAPIRequestsPerHour": 40}, Stratus: Metrics{"kubeAPIRequestsPerHour": 0}, Ratio: Metrics{}},
 	}}
 	md := r.Markdown()
 	for _, want := range []string{
 		"| memory | nodes=5 | peakRSSMiB | 50 | 100 | 0.50 | **stratus behind** |",
 		"| lb-burst |  | — | — | — | — | failed: stratus: boom |",
+		"| scale-ladder |  | kubeAPIRequestsPerHour | 40 | 0 | — | stratus 0, upstream not |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)

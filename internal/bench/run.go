@@ -99,7 +99,7 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, st
 		e.kube = kube
 		bin = filepath.Join(o.BinDir, "ccm")
 	}
-	e.auditLog, e.countsSince = auditLog, time.Now()
+	e.auditLog, e.countsSince, e.audit = auditLog, time.Now(), &auditTail{path: auditLog}
 	if err := sc.setup(ctx, e, o.Sizes); err != nil {
 		return nil, "", fmt.Errorf("setup: %w", err)
 	}

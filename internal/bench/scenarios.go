@@ -113,7 +113,8 @@ func opMetrics(m Metrics, name string, total int64, ops map[string]int64, scale 
 }
 
 // settle waits until nodes Nodes are initialized and services Services have
-// ingress, then zeroes the cloud's call counts.
+// ingress and the manager has sent what that work still owed the API server
+// (waitQuiet), then zeroes the cloud's call counts.
 func settle(ctx context.Context, e *env, nodes, services int) error {
 	if err := e.waitInitialized(ctx, nodes); err != nil {
 		return err
@@ -121,7 +122,47 @@ func settle(ctx context.Context, e *env, nodes, services int) error {
 	if err := e.waitIngress(ctx, services); err != nil {
 		return err
 	}
+	if err := e.waitQuiet(ctx); err != nil {
+		return err
+	}
 	return e.resetCounts(ctx)
+}
+
+// quietPeriod is how long the manager must have sent the API server nothing
+// for waitQuiet to return; quietAtMost bounds the wait.
+const (
+	quietPeriod = 5 * time.Second
+	quietAtMost = 3 * time.Minute
+)
+
+// waitQuiet waits until the manager has made no Kubernetes API request for
+// quietPeriod (as the audit log records them), at most quietAtMost, and
+// keeps in e.quietWait how long that took. The events of a burst are sent
+// through the same client-side bucket as the controller's writes, so they
+// can still be draining when the last Service has its ingress: without this
+// wait a window measured next would count the setup's events as its own.
+func (e *env) waitQuiet(ctx context.Context) error {
+	e.quietWait = 0
+	if e.audit == nil {
+		return nil
+	}
+	start := time.Now()
+	for {
+		last, err := e.audit.lastManagerRequest()
+		if err != nil {
+			return err
+		}
+		now := time.Now()
+		if now.Sub(last) >= quietPeriod || now.Sub(start) >= quietAtMost {
+			e.quietWait = now.Sub(start)
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for the manager's API requests to pause: %w", ctx.Err())
+		case <-time.After(time.Second):
+		}
+	}
 }
 
 // settleWithServices waits until nodes Nodes are initialized, then creates
