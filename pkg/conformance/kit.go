@@ -28,7 +28,10 @@ import (
 // state (a stopped machine reported shut down, a load balancer active).
 const DefaultTimeout = 90 * time.Second
 
-// DefaultClusterName is the cluster name the provider is called with.
+// DefaultClusterName is the cluster name the provider is called with. It is
+// on purpose not the manager's default ("kubernetes"): the load balancers and
+// routes a run creates on a real cloud are then never taken for those of a
+// cluster that runs with the manager's default name.
 const DefaultClusterName = "conformance"
 
 // Config says what Run checks.
