@@ -223,8 +223,10 @@ func (r *reconciler) initialize(ctx context.Context, p *cloud.Provider, node *v1
 	}
 
 	// The taint list is replaced whole, so the patch is conditional on the
-	// version it was computed from.
-	_, err = patch.Apply(ctx, r.client, r.reader, node, patch.Options{Backoff: &conflictBackoff}, func(n *v1.Node) {
+	// list it was computed from (Tested), not on the whole version: the
+	// kubelet's first status update of a joining node would make that a
+	// conflict and a re-read.
+	_, err = patch.Apply(ctx, r.client, r.reader, node, patch.Options{Kind: patch.Tested, Backoff: &conflictBackoff}, func(n *v1.Node) {
 		if !hasTaint(n, cloudproviderapi.TaintExternalCloudProvider) {
 			return
 		}

@@ -292,10 +292,10 @@ func (c *controller) deleteNode(ctx context.Context, p *cloud.Provider, node *v1
 }
 
 // setShutdownTaint adds (or removes) the shutdown taint, keeping every other
-// taint, with a patch conditional on the version it was computed from, retried on
-// conflict from a fresh read.
+// taint, with a patch conditional on the taint list it was computed from, retried
+// from a fresh read when that list changed meanwhile.
 func (c *controller) setShutdownTaint(ctx context.Context, node *v1.Node, add bool) error {
-	_, err := patch.Apply(ctx, c.client, c.reader, node, patch.Options{Backoff: &taintBackoff}, func(n *v1.Node) {
+	_, err := patch.Apply(ctx, c.client, c.reader, node, patch.Options{Kind: patch.Tested, Backoff: &taintBackoff}, func(n *v1.Node) {
 		taints := slices.DeleteFunc(n.Spec.Taints, func(t v1.Taint) bool { return t.Key == shutdownTaint.Key })
 		if add {
 			taints = append(taints, shutdownTaint)
