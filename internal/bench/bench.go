@@ -342,6 +342,11 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 					}
 					res.Errors[string(m)] = err.Error()
 					logger.Error(err, "scenario failed", "scenario", sc.name, "manager", m)
+					// What a scenario measured before it failed (the
+					// ladder's earlier rungs) is kept, beside the error.
+					if len(met) > 0 {
+						runs = append(runs, met)
+					}
 					continue
 				}
 				runs = append(runs, met)
@@ -397,10 +402,14 @@ func medianRuns(runs []Metrics) (Metrics, map[string][2]float64) {
 // can check the runs were alike, but have no ratio.
 const checkPrefix = "check: "
 
+// isCheck tells a check row, also one of a ladder rung ("nodes=01000
+// check: …").
+func isCheck(k string) bool { return strings.Contains(k, checkPrefix) }
+
 func ratios(up, st Metrics) Metrics {
 	r := Metrics{}
 	for k, u := range up {
-		if strings.HasPrefix(k, checkPrefix) {
+		if isCheck(k) {
 			continue
 		}
 		if s, ok := st[k]; ok && s != 0 {

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/go-cmp/cmp"
 )
 
 // The manager's requests are those neither the harness nor the API server
@@ -87,5 +89,32 @@ func TestMedianRuns(t *testing.T) {
 	}
 	if m, _ := medianRuns(nil); m != nil {
 		t.Errorf("median of no runs = %v, want nil", m)
+	}
+}
+
+// In a window the watches are check rows, not requests: the hourly figure
+// is every other request, scaled; a count of one burst is all of them.
+func TestWindowCountsWatchesApart(t *testing.T) {
+	by := map[string]int{"watch nodes": 1, "watch services": 1, "patch nodes/status": 2}
+	got := Metrics{}
+	addRequestMetrics(got, 4, by, 12)
+	want := Metrics{
+		"kubeAPIRequestsPerHour":                    24,
+		"kubeAPIRequestsPerHour patch nodes/status": 24,
+		watchesInWindow:                             2,
+		watchesInWindow + ": nodes":                 1,
+		watchesInWindow + ": services":              1,
+	}
+	if d := cmp.Diff(want, got); d != "" {
+		t.Errorf("window (-want +got):\n%s", d)
+	}
+	rung := "nodes=01000 " + watchesInWindow
+	if r := ratios(Metrics{watchesInWindow: 1, rung: 1}, Metrics{watchesInWindow: 2, rung: 2}); len(r) != 0 {
+		t.Errorf("watches in a window got ratios %v; they are check rows", r)
+	}
+	burst := Metrics{}
+	addRequestMetrics(burst, 4, by, 1)
+	if burst["kubeAPIRequests"] != 4 || burst["kubeAPIRequests watch nodes"] != 1 {
+		t.Errorf("a burst's count: %v; want all 4 requests, watches included", burst)
 	}
 }

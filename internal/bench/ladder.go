@@ -18,7 +18,11 @@ const ladderServiceShare = 5
 // requests have paused (waitQuiet, whose wait is reported), measures the
 // manager for LadderWindow while the kubelets report as they do (every 5
 // minutes): its peak RSS so far, its CPU seconds and cloud calls per hour, and its
-// Kubernetes API requests per hour, in total and by verb and resource.
+// Kubernetes API requests per hour, in total and by verb and resource, with
+// the watches client-go renewed in the window apart (kubeAPIMetrics).
+// A rung that fails (say, one that does not settle within the run's bound)
+// ends the ladder with an error and the metrics of the rungs before it,
+// which the report keeps.
 var ladderScenario = scenario{
 	name: "scale-ladder",
 	params: func(s Sizes) map[string]any {
@@ -31,43 +35,43 @@ var ladderScenario = scenario{
 		for _, rung := range s.LadderRungs {
 			if rung > nodes {
 				if err := e.createInitializedNodes(ctx, nodeNames("ladder", nodes, rung-nodes)); err != nil {
-					return nil, err
+					return m, fmt.Errorf("at %d nodes: %w", rung, err)
 				}
 				nodes = rung
 			}
 			if want := rung / ladderServiceShare; want > services {
 				if err := e.createServicesFrom(ctx, "ladder", services, want-services); err != nil {
-					return nil, err
+					return m, fmt.Errorf("at %d nodes: %w", rung, err)
 				}
 				services = want
 			}
 			if err := settle(ctx, e, nodes, services); err != nil {
-				return nil, err
+				return m, fmt.Errorf("at %d nodes: %w", rung, err)
 			}
 			quiet := e.quietWait
 			cpu0, err := e.cpuSeconds()
 			if err != nil {
-				return nil, err
+				return m, fmt.Errorf("at %d nodes: %w", rung, err)
 			}
 			if _, err := e.heartbeat(ctx, nodeNames("ladder", 0, nodes), min(heartbeatPeriod, s.LadderWindow), s.LadderWindow); err != nil {
-				return nil, err
+				return m, fmt.Errorf("at %d nodes: %w", rung, err)
 			}
 			cpu1, err := e.cpuSeconds()
 			if err != nil {
-				return nil, err
+				return m, fmt.Errorf("at %d nodes: %w", rung, err)
 			}
 			rss, err := e.peakRSS()
 			if err != nil {
-				return nil, err
+				return m, fmt.Errorf("at %d nodes: %w", rung, err)
 			}
 			total, _, err := e.managerStats(ctx)
 			if err != nil {
-				return nil, err
+				return m, fmt.Errorf("at %d nodes: %w", rung, err)
 			}
 			perHour := 3600 / s.LadderWindow.Seconds()
 			rm := Metrics{}
 			if err := kubeAPIMetrics(e, rm, perHour); err != nil {
-				return nil, err
+				return m, fmt.Errorf("at %d nodes: %w", rung, err)
 			}
 			prefix := fmt.Sprintf("nodes=%05d ", rung)
 			m[prefix+"peakRSSMiB"] = rss

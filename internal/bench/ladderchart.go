@@ -19,11 +19,17 @@ import (
 
 // ladderFigures are the scale ladder's per-rung metrics the chart draws,
 // with their panel titles.
-var ladderFigures = []struct{ metric, title string }{
-	{"peakRSSMiB", "peak RSS, MiB"},
-	{"cpuSecondsPerHour", "CPU seconds per hour"},
-	{"cloudCallsPerHour", "cloud calls per hour"},
-	{"kubeAPIRequestsPerHour", "Kubernetes API requests per hour"},
+// A linear figure is drawn on a linear y axis, zeros included: the API
+// requests of a settled cluster are mostly none, which a log axis cannot
+// show.
+var ladderFigures = []struct {
+	metric, title string
+	linear        bool
+}{
+	{"peakRSSMiB", "peak RSS, MiB", false},
+	{"cpuSecondsPerHour", "CPU seconds per hour", false},
+	{"cloudCallsPerHour", "cloud calls per hour", false},
+	{"kubeAPIRequestsPerHour", "Kubernetes API requests per hour (watches apart)", true},
 }
 
 // WriteLadderChart draws the scale-ladder scenario of the report as line
@@ -43,13 +49,16 @@ func (r *Report) WriteLadderChart(path string) error {
 		p := plot.New()
 		p.Title.Text = f.title
 		p.X.Label.Text = "nodes (Services: a fifth as many)"
-		p.X.Scale, p.Y.Scale = plot.LogScale{}, plot.LogScale{}
+		p.X.Scale = plot.LogScale{}
 		p.X.Tick.Marker = rungTicks(res)
-		p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		if !f.linear {
+			p.Y.Scale = plot.LogScale{}
+			p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+		}
 		p.Legend.Top, p.Legend.Left = true, true
 		var lines []any
 		for _, m := range []manager{upstream, stratusCCM} {
-			pts := ladderPoints(sideOf(res, m), f.metric)
+			pts := ladderPoints(sideOf(res, m), f.metric, f.linear)
 			if len(pts) == 0 {
 				continue
 			}
@@ -92,12 +101,13 @@ func sideOf(res Result, m manager) Metrics {
 }
 
 // ladderPoints are metric's values by rung ("nodes=01000 peakRSSMiB"), in
-// increasing node counts; zero values are left out (a log axis has no 0).
-func ladderPoints(m Metrics, metric string) plotter.XYs {
+// increasing node counts; zero values are left out unless zeros is set (a
+// log axis has no 0).
+func ladderPoints(m Metrics, metric string, zeros bool) plotter.XYs {
 	var pts plotter.XYs
 	for _, k := range slices.Sorted(maps.Keys(m)) {
 		rung, name, ok := strings.Cut(k, " ")
-		if !ok || name != metric || !strings.HasPrefix(rung, "nodes=") || m[k] <= 0 {
+		if !ok || name != metric || !strings.HasPrefix(rung, "nodes=") || m[k] < 0 || m[k] == 0 && !zeros {
 			continue
 		}
 		n, err := strconv.Atoi(strings.TrimPrefix(rung, "nodes="))
@@ -114,7 +124,7 @@ func rungTicks(res Result) plot.ConstantTicks {
 	seen := map[float64]bool{}
 	var ticks plot.ConstantTicks
 	for _, m := range []Metrics{res.Upstream, res.Stratus} {
-		for _, p := range ladderPoints(m, ladderFigures[0].metric) {
+		for _, p := range ladderPoints(m, ladderFigures[0].metric, false) {
 			if !seen[p.X] {
 				seen[p.X] = true
 				ticks = append(ticks, plot.Tick{Value: p.X, Label: strconv.Itoa(int(p.X))})

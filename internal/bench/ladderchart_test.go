@@ -19,8 +19,12 @@ func TestLadderPointsByRung(t *testing.T) {
 		"peakRSSMiB":                    1, // not a rung
 	}
 	want := plotter.XYs{{X: 1000, Y: 80}, {X: 2000, Y: 120}}
-	if diff := cmp.Diff(want, ladderPoints(m, "peakRSSMiB")); diff != "" {
+	if diff := cmp.Diff(want, ladderPoints(m, "peakRSSMiB", false)); diff != "" {
 		t.Errorf("points (-want +got):\n%s", diff)
+	}
+	withZero := plotter.XYs{{X: 1000, Y: 80}, {X: 2000, Y: 120}, {X: 5000, Y: 0}}
+	if diff := cmp.Diff(withZero, ladderPoints(m, "peakRSSMiB", true)); diff != "" {
+		t.Errorf("points with zeros (-want +got):\n%s", diff)
 	}
 }
 
@@ -34,6 +38,10 @@ func TestWriteLadderChartDrawsAPNG(t *testing.T) {
 		return m
 	}
 	r := &Report{Scenarios: []Result{{Name: "scale-ladder", Upstream: side(3), Stratus: side(1)}}}
+	// A settled cluster's API requests: none for either manager at any rung.
+	for _, m := range []Metrics{r.Scenarios[0].Upstream, r.Scenarios[0].Stratus} {
+		m["nodes=01000 kubeAPIRequestsPerHour"], m["nodes=02000 kubeAPIRequestsPerHour"] = 0, 0
+	}
 	path := filepath.Join(t.TempDir(), "ladder.png")
 	if err := r.WriteLadderChart(path); err != nil {
 		t.Fatal(err)

@@ -141,7 +141,7 @@ func RunPlugin(ctx context.Context, o Options, calls int) (*PluginReport, error)
 		}
 		res.Overhead = Metrics{}
 		for k, in := range res.InProcess {
-			if p, ok := res.Plugin[k]; ok && !strings.HasPrefix(k, checkPrefix) {
+			if p, ok := res.Plugin[k]; ok && !isCheck(k) {
 				res.Overhead[k] = math.Round((p-in)*1000) / 1000
 			}
 		}

@@ -57,13 +57,23 @@ func (r *Report) Markdown() string {
 			ratio, okR := s.Ratio[k]
 			verdict := ""
 			switch {
-			case !okU || !okS:
+			case (!okU || !okS) && len(s.Errors) > 0:
 				verdict = "one side has no number: " + formatErrors(s.Errors)
+			case !okU && len(s.Upstream) == 0:
+				verdict = "upstream not run"
+			case !okS && len(s.Stratus) == 0:
+				verdict = "stratus not run"
+			case !okU:
+				// Both ran: a count by operation that one side lacks is an
+				// operation that side never made.
+				verdict = "none by upstream"
+			case !okS:
+				verdict = "none by stratus"
 			case okR && ratio < 1:
 				verdict = "**stratus behind**"
 			case okR && ratio == 1:
 				verdict = "equal"
-			case strings.HasPrefix(k, checkPrefix):
+			case isCheck(k):
 				verdict = "run check, not compared"
 			case !okR && up == 0 && st == 0:
 				verdict = "both 0"

@@ -35,12 +35,19 @@ func TestMarkdownSaysWhereStratusIsBehind(t *testing.T) {
 		{Name: "memory", Params: map[string]any{"nodes": 5}, Upstream: Metrics{"peakRSSMiB": 50}, Stratus: Metrics{"peakRSSMiB": 100}, Ratio: Metrics{"peakRSSMiB": 0.5}},
 		{Name: "lb-burst", Params: map[string]any{}, Errors: map[string]string{"stratus": "boom"}},
 		{Name: "scale-ladder", Params: map[string]any{}, Upstream: Metrics{"kubeAPIRequestsPerHour": 40}, Stratus: Metrics{"kubeAPIRequestsPerHour": 0}, Ratio: Metrics{}},
+		{Name: "node-churn", Params: map[string]any{}, Upstream: Metrics{"cloudCalls GET": 80}, Stratus: Metrics{"cloudCalls PUT": 200}, Ratio: Metrics{}},
+		{Name: "steady-state", Params: map[string]any{}, Upstream: Metrics{"cloudCalls": 8}, Errors: map[string]string{"stratus": "timed out"}},
+		{Name: "node-init-burst", Params: map[string]any{}, Upstream: Metrics{"cloudCalls": 9}},
 	}}
 	md := r.Markdown()
 	for _, want := range []string{
 		"| memory | nodes=5 | peakRSSMiB | 50 | 100 | 0.50 | **stratus behind** |",
 		"| lb-burst |  | — | — | — | — | failed: stratus: boom |",
 		"| scale-ladder |  | kubeAPIRequestsPerHour | 40 | 0 | — | stratus 0, upstream not |",
+		"| node-churn |  | cloudCalls GET | 80 | — | — | none by stratus |",
+		"| node-churn |  | cloudCalls PUT | — | 200 | — | none by upstream |",
+		"| steady-state |  | cloudCalls | 8 | — | — | one side has no number: stratus: timed out |",
+		"| node-init-burst |  | cloudCalls | 9 | — | — | stratus not run |",
 	} {
 		if !strings.Contains(md, want) {
 			t.Errorf("table lacks %q:\n%s", want, md)

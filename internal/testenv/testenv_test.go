@@ -4,12 +4,14 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -114,8 +116,15 @@ func TestAPIServerIsReal(t *testing.T) {
 			_ = admin.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding.Name, metav1.DeleteOptions{})
 			_ = admin.RbacV1().ClusterRoles().Delete(context.Background(), role.Name, metav1.DeleteOptions{})
 		})
-		if _, err := sa.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{}); err != nil {
-			t.Fatalf("get node after binding: %v", err)
+		// The API server's RBAC authorizer reads bindings from its own
+		// informers, so a new binding is honored a moment after it is
+		// stored; wait for that, and for nothing else.
+		var got error
+		if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+			_, got = sa.CoreV1().Nodes().Get(ctx, node.Name, metav1.GetOptions{})
+			return got == nil || !apierrors.IsForbidden(got), nil
+		}); err != nil || got != nil {
+			t.Fatalf("get node after binding: %v (wait: %v)", got, err)
 		}
 		if _, err := sa.CoreV1().Secrets("kube-system").List(ctx, metav1.ListOptions{}); !apierrors.IsForbidden(err) {
 			t.Fatalf("list secrets as the reader: err = %v, want Forbidden", err)
