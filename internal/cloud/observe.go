@@ -162,19 +162,46 @@ func (p *Provider) KnownGone(node *v1.Node) bool {
 // cached, the listing lacks the node, or its metadata is not complete yet
 // (Instance.MetadataErr). A node that has a provider ID gets it back.
 func (p *Provider) ListedProviderID(node *v1.Node) string {
-	if node.Spec.ProviderID != "" || p.cache == nil {
+	if node.Spec.ProviderID != "" {
 		return node.Spec.ProviderID
+	}
+	if inst := p.listed(node); inst != nil {
+		return inst.Metadata.ProviderID
+	}
+	return ""
+}
+
+// ListedAddresses returns the addresses the cached instance listing reports
+// for the instance of a node that is not initialized yet, as its
+// initialization will set them from the cloud: nil where ListedProviderID
+// gives no listed ID, and for a node that has a provider ID (its own
+// addresses are then the cloud's).
+func (p *Provider) ListedAddresses(node *v1.Node) []v1.NodeAddress {
+	if node.Spec.ProviderID != "" {
+		return nil
+	}
+	if inst := p.listed(node); inst != nil {
+		return inst.Metadata.NodeAddresses
+	}
+	return nil
+}
+
+// listed is node's instance in the cached listing, when the listing knows it
+// with complete metadata.
+func (p *Provider) listed(node *v1.Node) *stratus.Instance {
+	if p.cache == nil {
+		return nil
 	}
 	p.cache.mu.Lock()
 	snap := p.cache.snap
 	p.cache.mu.Unlock()
 	if snap == nil {
-		return ""
+		return nil
 	}
 	if inst := snap.Find(node); inst != nil && inst.MetadataErr == nil {
-		return inst.Metadata.ProviderID
+		return inst
 	}
-	return ""
+	return nil
 }
 
 // fingerprintInstances is what a listing says about existence and power state,

@@ -45,14 +45,14 @@ func parseProvidedNodeIP(value string) ([]netip.Addr, error) {
 	return ips, nil
 }
 
-// desiredAddresses computes the addresses node should carry given the addresses the
+// DesiredAddresses computes the addresses node should carry given the addresses the
 // cloud reports for it, following upstream's merge rules: an empty cloud list keeps
 // the node's addresses (ok is false); the node's Hostname addresses are kept when
 // the cloud reports none; and the provided-node-ip annotation selects and orders
 // the addresses of the types it matches. ok is false too when the result equals
 // the node's current list, compared exactly and in order (upstream's per-type
 // comparison misses reorderings and reports unchanged lists as changed).
-func desiredAddresses(node *v1.Node, cloudAddrs []v1.NodeAddress) (addrs []v1.NodeAddress, ok bool, err error) {
+func DesiredAddresses(node *v1.Node, cloudAddrs []v1.NodeAddress) (addrs []v1.NodeAddress, ok bool, err error) {
 	if len(cloudAddrs) == 0 {
 		return nil, false, nil
 	}

@@ -128,7 +128,7 @@ func TestDesiredAddresses(t *testing.T) {
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, changed, err := desiredAddresses(tc.node, tc.cloud)
+			got, changed, err := DesiredAddresses(tc.node, tc.cloud)
 			if tc.wantErr {
 				if !errors.Is(err, ErrProvidedNodeIP) {
 					t.Fatalf("err = %v, want ErrProvidedNodeIP", err)
@@ -191,7 +191,7 @@ func FuzzDesiredAddresses(f *testing.F) {
 	f.Fuzz(func(t *testing.T, value string) {
 		node := nodeWith(value, hostname("kubelet"))
 		node.Annotations = map[string]string{ProvidedNodeIPAnnotation: value}
-		got, _, err := desiredAddresses(node, cloudAddrs)
+		got, _, err := DesiredAddresses(node, cloudAddrs)
 		if err != nil {
 			return
 		}

@@ -206,7 +206,7 @@ func (r *reconciler) initialize(ctx context.Context, p *cloud.Provider, node *v1
 	if _, v2 := p.InstancesV2(); v2 && md.ProviderID == "" && node.Spec.ProviderID == "" {
 		return r.failed(node, p, "provider_id", fmt.Errorf("initialize node %s: %w (provider %s)", node.Name, ErrNoProviderID, p.Name()))
 	}
-	addrs, changed, err := desiredAddresses(node, md.NodeAddresses)
+	addrs, changed, err := DesiredAddresses(node, md.NodeAddresses)
 	if err != nil {
 		return r.failed(node, p, "provided_node_ip", fmt.Errorf("initialize node %s: %w", node.Name, err))
 	}

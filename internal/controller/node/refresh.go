@@ -96,7 +96,7 @@ func (r *refresher) refreshProvider(ctx context.Context, p *cloud.Provider, node
 				nodeLog.Error(err, "Address refresh: get node addresses")
 				return nil
 			}
-			addrs, changed, err := desiredAddresses(node, cloudAddrs)
+			addrs, changed, err := DesiredAddresses(node, cloudAddrs)
 			if err != nil {
 				nodeLog.Error(err, "Address refresh: skipping node")
 				return nil

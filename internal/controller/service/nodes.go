@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
+	nodectl "github.com/stratus-ccm/stratus/internal/controller/node"
 )
 
 const (
@@ -163,7 +164,7 @@ func (b *nodeBurst) hold(now time.Time, window time.Duration) time.Duration {
 // that does not exist serves no traffic (clouds reject it as a target).
 //
 // A node that is not initialized yet is a backend at once, with the provider
-// ID its provider's cached instance listing gives it. One the listing does
+// ID and addresses its provider's cached instance listing gives it. One the listing does
 // not know, that joined less than NodeInitWait ago (joining), is left out
 // while other backends exist (selectBackends): its initialization sets its
 // provider ID, which triggers a backend update that names it. recheck is when
@@ -182,9 +183,18 @@ func (c *Controller) backends(ctx context.Context) (nodes []*v1.Node, recheck ti
 			// The instance listing the cloud layer holds (the node
 			// controller lists to initialize it) may already know the
 			// machine: then the node is a backend at once, under that ID.
+			// Its addresses are then the listed ones, merged as its
+			// initialization will merge them: a provider that targets
+			// node addresses (OpenStack's pool members) would otherwise
+			// leave it out, and the address patch that follows the
+			// initialization changes no backend set, so nothing would
+			// send it later.
 			if id := c.listedProviderID(n); id != "" {
 				named := *n // a shallow copy: the cached Node stays as it is
 				named.Spec.ProviderID = id
+				if addrs, changed, err := nodectl.DesiredAddresses(n, c.listedAddresses(n)); err == nil && changed {
+					named.Status.Addresses = addrs // a new slice: the cached one is untouched
+				}
 				n = &named
 			}
 		}
@@ -264,6 +274,15 @@ func (c *Controller) listedProviderID(node *v1.Node) string {
 		return p.ListedProviderID(node)
 	}
 	return ""
+}
+
+// listedAddresses are the addresses node's provider's cached instance listing
+// reports for a node not initialized yet (nil when none does).
+func (c *Controller) listedAddresses(node *v1.Node) []v1.NodeAddress {
+	if p := c.clouds.ForNode(node); p != nil {
+		return p.ListedAddresses(node)
+	}
+	return nil
 }
 
 // knownGone reports whether the provider that owns node knows its machine is
