@@ -63,9 +63,14 @@ func New(cfg *Config) (*Cloud, error) {
 	return c, nil
 }
 
+// secretSyncTimeout bounds how long Initialize waits for the credentials
+// Secrets to be listed.
+const secretSyncTimeout = 30 * time.Second
+
 // Initialize starts watching the Secrets that hold vCenter credentials,
-// through the client the builder gives, until stop closes; then it logs
-// out of vCenter.
+// through the client the builder gives, until stop closes (then it logs
+// out of vCenter), and returns once they have been listed or
+// secretSyncTimeout has passed.
 func (c *Cloud) Initialize(b cloudprovider.ControllerClientBuilder, stop <-chan struct{}) {
 	c.initOnce.Do(func() {
 		watches := map[string]*secretWatch{}
@@ -90,6 +95,19 @@ func (c *Cloud) Initialize(b cloudprovider.ControllerClientBuilder, stop <-chan 
 				for _, w := range watches {
 					w.onChange = c.credentialsChanged(w)
 					w.start(kc, stop)
+				}
+				// Controllers start once Initialize returns: waiting for the
+				// first listing keeps their first calls from failing (and
+				// from a Warning event on a joining node) only because the
+				// Secret was not read yet. A Secret that cannot be listed
+				// (no RBAC, API server away) delays startup by at most
+				// secretSyncTimeout; sessions fail until it is read.
+				deadline := time.Now().Add(secretSyncTimeout)
+				for key, w := range watches {
+					if !w.waitSynced(stop, time.Until(deadline)) {
+						klog.ErrorS(nil, "vsphere: credentials Secret not read yet; vCenter sessions fail until it is",
+							"secret", key, "waited", secretSyncTimeout)
+					}
 				}
 			}
 		}

@@ -126,10 +126,31 @@ type secretWatch struct {
 	synced  bool
 	secret  map[string][]byte
 	present bool
+
+	syncedCh chan struct{} // closed once the informer has listed the Secret
 }
 
 func newSecretWatch(namespace, name string, onChange func()) *secretWatch {
-	return &secretWatch{namespace: namespace, name: name, onChange: onChange}
+	return &secretWatch{namespace: namespace, name: name, onChange: onChange, syncedCh: make(chan struct{})}
+}
+
+// waitSynced waits until the Secret has been listed (present or not), stop
+// closes or timeout passes, and says whether it was listed.
+func (w *secretWatch) waitSynced(stop <-chan struct{}, timeout time.Duration) bool {
+	select {
+	case <-w.syncedCh:
+		return true
+	default:
+	}
+	t := time.NewTimer(timeout)
+	defer t.Stop()
+	select {
+	case <-w.syncedCh:
+		return true
+	case <-stop:
+	case <-t.C:
+	}
+	return false
 }
 
 // data returns the Secret's data, or an error while it is not known or
@@ -184,6 +205,7 @@ func (w *secretWatch) start(kc kubernetes.Interface, stop <-chan struct{}) {
 			w.mu.Lock()
 			w.synced = true
 			w.mu.Unlock()
+			close(w.syncedCh)
 			w.onChange()
 		}
 	}()

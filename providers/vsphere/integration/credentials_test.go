@@ -21,7 +21,8 @@ import (
 
 // TestSecretWithLeastPrivilege: the Role docs/vsphere.md gives (get, list
 // and watch on the one Secret, by name) is enough for the provider to read
-// its credentials, and a rotated password is used at the next login.
+// its credentials, Initialize returns once it is read, and a rotated
+// password is used at the next login.
 func TestSecretWithLeastPrivilege(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
@@ -55,10 +56,11 @@ func TestSecretWithLeastPrivilege(t *testing.T) {
 	t.Cleanup(func() { close(stop); c.Close() })
 	c.Initialize(clientbuilder.SimpleControllerClientBuilder{ClientConfig: env.ServiceAccountConfig(t, ns, "ccm")}, stop)
 
-	testsupport.Eventually(t, 90*time.Second, "the Secret's wrong password to be tried", func(ctx context.Context) (bool, error) {
-		_, err := c.ListInstances(ctx)
-		return errors.Is(err, vsphere.ErrInvalidLogin), nil
-	})
+	// Initialize returns once the Secret is read: the first listing already
+	// tries its (wrong) password, it does not fail with "not read yet".
+	if _, err := c.ListInstances(ctx); !errors.Is(err, vsphere.ErrInvalidLogin) {
+		t.Fatalf("first listing after Initialize: %v; want the Secret's wrong password refused", err)
+	}
 	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		s, err := cs.CoreV1().Secrets(ns).Get(ctx, "vsphere-creds", metav1.GetOptions{})
 		if err != nil {
