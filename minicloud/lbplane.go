@@ -86,6 +86,9 @@ func (s *Server) activate(id string) {
 		t.Stop()
 		delete(s.timers, id)
 	}
+	// As in reconcileLBs: without a data plane, resolving the targets is
+	// work for nobody.
+	plane := s.plane.Load()
 	var spec dataplane.Spec
 	provisioning := false
 	err := s.store.View(func(tx *store.Tx) error {
@@ -94,13 +97,14 @@ func (s *Server) activate(id string) {
 			return err
 		}
 		provisioning = lb.State == api.LBProvisioning
-		spec = planSpec(s.newResolver(tx), lb)
+		if plane != nil {
+			spec = planSpec(s.newResolver(tx), lb)
+		}
 		return nil
 	})
 	if err != nil || !provisioning {
 		return
 	}
-	plane := s.plane.Load()
 	if plane != nil {
 		if err := plane.Apply(id, spec); err != nil {
 			s.log.Error(err, "data plane incomplete", "loadBalancer", id)
@@ -142,6 +146,11 @@ func (s *Server) reconcileLBs(ids []string) {
 	if s.closed || len(ids) == 0 {
 		return
 	}
+	// The plane is set under planeMu (Start), so it cannot appear meanwhile.
+	// Without one only the states matter (activation timers): resolving
+	// every target of a load balancer with thousands of them is most of an
+	// update's cost.
+	plane := s.plane.Load()
 	specs := make([]dataplane.Spec, len(ids))
 	states := make([]string, len(ids))
 	err := s.store.View(func(tx *store.Tx) error {
@@ -155,7 +164,9 @@ func (s *Server) reconcileLBs(ids []string) {
 				return err
 			}
 			states[i] = lb.State
-			specs[i] = planSpec(res, lb)
+			if plane != nil {
+				specs[i] = planSpec(res, lb)
+			}
 		}
 		return nil
 	})
@@ -163,7 +174,6 @@ func (s *Server) reconcileLBs(ids []string) {
 		s.log.Error(err, "read load balancers for data plane", "loadBalancers", ids)
 		return
 	}
-	plane := s.plane.Load()
 	for i, id := range ids {
 		if t := s.timers[id]; t != nil && states[i] != api.LBProvisioning {
 			t.Stop()

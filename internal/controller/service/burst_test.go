@@ -161,3 +161,80 @@ func TestJoiningNodeResolvedFromTheListing(t *testing.T) {
 		t.Errorf("the joining Node: %v, provider ID %q; the service controller must not write Nodes", err, n.Spec.ProviderID)
 	}
 }
+
+// A backend pass that outlasts a burst of joining nodes sends its later load
+// balancers the nodes that joined while it ran. Here every update takes a
+// second and one worker sends them: node 2 joins once the pass for node 1
+// has sent its first update, so the remaining load balancers get nodes 1 and
+// 2 in one update, and the pass node 2 starts has only the earlier ones to
+// do. Sending each pass's set as it was when the pass started would make two
+// updates per load balancer.
+func TestPassSendsTheNewestNodeSet(t *testing.T) {
+	ctx := context.Background()
+	mc, reader := burstCloud(t, 0)
+	clouds := cloud.Single(cloud.NewProvider(mcprovider.ProviderName, mcprovider.NewFromClient(mc.Client)))
+	h, _ := startIn(t, testenv.Get(t).Namespace(t), nil, clouds,
+		Options{ClusterName: "fresh-test", Workers: 1, NodeUpdateWindow: 100 * time.Millisecond, ResyncPeriod: time.Hour})
+	var ids [3]string
+	for i := range ids {
+		inst, err := reader.CreateInstance(ctx, api.InstanceCreate{Name: h.nodeName(i), Type: "mc.small", Zone: "mc-central-a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = inst.ID
+	}
+	node := func(i int) {
+		h.createNodes(i, i+1, func(n *v1.Node) { n.Spec.ProviderID = mcprovider.ProviderID(ids[i]) })
+	}
+	node(0)
+	const n = 8
+	for i := range n {
+		h.createService(lbService(fmt.Sprintf("f%d", i), func(s *v1.Service) { s.Spec.Ports[0].NodePort = 0 }))
+	}
+	for i := range n {
+		h.waitIngress(fmt.Sprintf("f%d", i), 30*time.Second)
+	}
+	const update = "PUT /v1/load-balancers/{id}"
+	if _, err := reader.SetFaults(ctx, api.Faults{LatencyMS: 1000, Operations: []string{update}}); err != nil {
+		t.Fatal(err)
+	}
+	before, err := mc.Client.TokenStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	node(1)
+	h.eventually(30*time.Second, "a first UpdatedLoadBalancer event", func() (bool, error) {
+		for i := range n {
+			if _, ok := h.findEvent(fmt.Sprintf("f%d", i), "UpdatedLoadBalancer"); ok {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	node(2)
+	h.eventually(60*time.Second, "every load balancer targeting the three nodes", func() (bool, error) {
+		lbs, err := reader.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{mcprovider.TagCluster: "fresh-test"}})
+		if err != nil || len(lbs) != n {
+			return false, err
+		}
+		for _, lb := range lbs {
+			if len(lb.Targets) != 3 {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	after, err := mc.Client.TokenStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := after.Requests[update] - before.Requests[update]
+	if got >= 2*n {
+		t.Errorf("%d updates for %d load balancers and two joining nodes: every pass sent the set it started with (want fewer than %d)", got, n, 2*n)
+	}
+	if got < n {
+		t.Errorf("%d updates for %d load balancers: some were never updated", got, n)
+	}
+	t.Logf("%d updates for %d load balancers and two joining nodes", got, n)
+}

@@ -37,7 +37,9 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, prefix, args)
 		}
 	}, funcr.Options{Verbosity: 1}))
-	testenv.Main(m)
+	// The package's tests create several hundred Services on one control
+	// plane, more than the default /24 of Service IPs holds.
+	testenv.MainWith(m, map[string]string{"service-cluster-ip-range": "10.96.0.0/16"})
 }
 
 // harness is one running service controller against the test API server, scoped

@@ -128,10 +128,12 @@ func adoptionEvents(window time.Duration, clk clock.PassiveClock, burst *nodeBur
 const burstHoldWindows = 10
 
 // nodeBurst tracks the node changes not yet handled by a pass: when the
-// first and the last came.
+// first and the last came, and how many relevant changes there were in all
+// (seq), so that a running pass sees whether its backend set is stale.
 type nodeBurst struct {
 	mu          sync.Mutex
 	first, last time.Time
+	seq         uint64
 }
 
 func (b *nodeBurst) touch(now time.Time) {
@@ -141,6 +143,14 @@ func (b *nodeBurst) touch(now time.Time) {
 		b.first = now
 	}
 	b.last = now
+	b.seq++
+}
+
+// changes returns the number of relevant node changes so far.
+func (b *nodeBurst) changes() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.seq
 }
 
 // hold returns how long a pass due at now should wait for the changes to
@@ -307,12 +317,19 @@ type nodeSyncer struct{ *Controller }
 // Reconcile updates the backends of every ensured load balancer whose backend set
 // changed since it was last synced, Workers at a time. Services whose update
 // failed are handed to the service workers for a full ensure.
+//
+// Each update is sent the newest backend set: when nodes changed while the
+// pass ran (a pass over many load balancers of a slow cloud can outlast a
+// burst of joining nodes), the set is computed again before the next update
+// goes out, so the later load balancers of the pass get the nodes that joined
+// meanwhile and the pass those changes start has only the earlier ones to do.
 func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	start := s.opts.Clock.Now()
 	if wait := s.burst.hold(start, s.opts.NodeUpdateWindow); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	defer func() { nodeSyncLatency.Observe(s.opts.Clock.Since(start).Seconds()) }()
+	seen := s.burst.changes()
 	nodes, recheck, err := s.backends(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -320,7 +337,9 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	set := s.sets.share(newNodeSet(nodes))
 	holdAdds, requeue := s.pass.holdAdds(start, s.opts.NodeInitWait, recheck)
 	g, gctx := errgroup.WithContext(ctx)
-	g.SetLimit(s.opts.Workers)
+	// A slot is taken before the set is looked at, so that an update waiting
+	// for a worker does not go out with the set of when it started waiting.
+	slots := make(chan struct{}, s.opts.Workers)
 	updated := false
 	for _, key := range s.cache.keys() {
 		var svc v1.Service
@@ -330,16 +349,26 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		if s.clouds.ForService(&svc) == nil || !wantsLB(&svc) {
 			continue
 		}
+		slots <- struct{}{}
+		if now := s.burst.changes(); now != seen {
+			if fresh, _, err := s.backends(ctx); err == nil {
+				nodes, set, seen = fresh, s.sets.share(newNodeSet(fresh)), now
+			}
+		}
 		if !updatesBackends(holdAdds, s.cache.nodesOf(key), set) {
+			<-slots
 			continue
 		}
 		entry, changed := s.cache.swapNodes(key, svc.UID, set)
 		if !changed {
+			<-slots
 			continue
 		}
 		updated = true
+		sent := nodes // the set swapNodes recorded, whatever later iterations compute
 		g.Go(func() error {
-			s.updateBackends(gctx, &svc, entry, nodes)
+			defer func() { <-slots }()
+			s.updateBackends(gctx, &svc, entry, sent)
 			return nil
 		})
 	}
