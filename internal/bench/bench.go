@@ -306,6 +306,9 @@ func Run(ctx context.Context, o Options) (*Report, error) {
 		defer os.RemoveAll(dir)
 		o.WorkDir = dir
 	}
+	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
 	rep := &Report{
 		Date:    time.Now().UTC(),
 		Machine: Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), Go: runtime.Version()},

@@ -111,6 +111,9 @@ func RunPlugin(ctx context.Context, o Options, calls int) (*PluginReport, error)
 		defer os.RemoveAll(dir)
 		o.WorkDir = dir
 	}
+	if err := os.MkdirAll(o.WorkDir, 0o755); err != nil {
+		return nil, fmt.Errorf("work dir: %w", err)
+	}
 	rep := &PluginReport{
 		Date:    time.Now().UTC(),
 		Machine: Machine{OS: runtime.GOOS, Arch: runtime.GOARCH, CPUs: runtime.NumCPU(), Go: runtime.Version()},

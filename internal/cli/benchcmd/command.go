@@ -112,7 +112,7 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 	f.StringSliceVar(&opts.Scenarios, "scenario", nil, "run only these scenarios (default: all)")
 	f.StringArrayVar(&sizes, "size", nil, "override one scenario size, name=value (e.g. lbBurstServices=100, steadyWindow=5m); repeatable")
 	f.StringSliceVar(&opts.Managers, "manager", nil, "run only this side (upstream or stratus), to investigate; the report then has no ratios")
-	f.StringVar(&opts.WorkDir, "work-dir", "", "keep the control planes' files and each manager's log (<scenario>-<manager>.log) in this folder (default: a temporary folder, removed)")
+	f.StringVar(&opts.WorkDir, "work-dir", "", "keep the control planes' files and each manager's log (<scenario>-<manager>.log) in this folder, created if missing (default: a temporary folder, removed)")
 	f.StringVar(&from, "from", "", "run nothing: write the table (stdout, --markdown) and --chart of this saved report (JSON)")
 	f.StringVar(&mergeInto, "merge-into", "", "a report (JSON) whose results of the scenarios run now are replaced (others kept); the merged report is what --out, --markdown and --chart get")
 	f.StringVar(&out, "out", "bench/results/latest.json", "where to write the JSON results")

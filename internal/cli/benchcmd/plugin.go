@@ -70,7 +70,7 @@ docs/plugins.md.`,
 	f := cmd.Flags()
 	f.StringArrayVar(&sizes, "size", nil, "override one scenario size, name=value (burstNodes, lbBurstNodes, lbBurstServices); repeatable")
 	f.IntVar(&calls, "calls", bench.DefaultPluginCalls, "how many times each single provider call is made on each side")
-	f.StringVar(&opts.WorkDir, "work-dir", "", "keep the control planes' files and the logs of each manager and plugin in this folder (default: a temporary folder, removed)")
+	f.StringVar(&opts.WorkDir, "work-dir", "", "keep the control planes' files and the logs of each manager and plugin in this folder, created if missing (default: a temporary folder, removed)")
 	f.StringVar(&out, "out", "bench/results/plugin.json", "where to write the JSON results")
 	f.StringVar(&markdown, "markdown", "", "also write the results tables (Markdown) to this file")
 	f.StringVar(&binDir, "kube-bin-dir", "", "folder with etcd and kube-apiserver (default: hack/kubebins/build.sh --print-dir)")
