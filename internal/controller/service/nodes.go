@@ -323,13 +323,16 @@ type nodeSyncer struct{ *Controller }
 // burst of joining nodes), the set is computed again before the next update
 // goes out, so the later load balancers of the pass get the nodes that joined
 // meanwhile and the pass those changes start has only the earlier ones to do.
+// It is computed at most once per NodeUpdateWindow: every load balancer keeps
+// the set it was sent until the next pass, and a set per update while
+// thousands of nodes join would be thousands of sets of thousands of nodes.
 func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	start := s.opts.Clock.Now()
 	if wait := s.burst.hold(start, s.opts.NodeUpdateWindow); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
 	defer func() { nodeSyncLatency.Observe(s.opts.Clock.Since(start).Seconds()) }()
-	seen := s.burst.changes()
+	seen, computed := s.burst.changes(), start
 	nodes, recheck, err := s.backends(ctx)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -350,9 +353,11 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 			continue
 		}
 		slots <- struct{}{}
-		if now := s.burst.changes(); now != seen {
-			if fresh, _, err := s.backends(ctx); err == nil {
-				nodes, set, seen = fresh, s.sets.share(newNodeSet(fresh)), now
+		if now := s.opts.Clock.Now(); now.Sub(computed) >= s.opts.NodeUpdateWindow {
+			if seq := s.burst.changes(); seq != seen {
+				if fresh, _, err := s.backends(ctx); err == nil {
+					nodes, set, seen, computed = fresh, s.sets.share(newNodeSet(fresh)), seq, now
+				}
 			}
 		}
 		if !updatesBackends(holdAdds, s.cache.nodesOf(key), set) {
