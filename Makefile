@@ -55,7 +55,7 @@ test: kubebins kubebins-vsphere kubebins-openstack ## Run all tests against a re
 # make bench: the minicloud scenarios in both modes, at one commit. The tuned
 # half (both managers with --kube-api-qps=200 --kube-api-burst=400 and ten
 # node and Service workers) runs the short scenarios three times each, the
-# memory scenario and the scale ladder to 10,000 nodes (about 100 minutes);
+# memory scenario and the scale ladder to 10,000 nodes (about 90 minutes);
 # the defaults half (each manager's own flags) runs the short ones three times
 # (about 30 minutes). The vSphere and OpenStack scenarios, whose oracles are
 # other upstream CCMs, have their own targets.
@@ -63,7 +63,7 @@ BENCH_TUNED_SCENARIOS := node-init-burst,lb-burst,node-churn,memory,scale-ladder
 BENCH_DEFAULTS_SCENARIOS := node-init-burst,lb-burst,node-churn
 
 .PHONY: bench bench-vsphere bench-openstack
-bench: kubebins build ## Benchmark stratus-ccm against the upstream CCM at full size, tuned and with defaults (bench/results/latest*.json, docs/benchmarks*.png; over two hours).
+bench: kubebins build ## Benchmark stratus-ccm against the upstream CCM at full size, tuned and with defaults (bench/results/latest*.json, docs/benchmarks*.png; about two hours).
 	bin/stratus bench --mode tuned --repeats 3 --scenario $(BENCH_TUNED_SCENARIOS) --timeout 90m \
 		--out bench/results/latest.json --markdown bench/results/latest.md \
 		--chart docs/benchmarks.png --ladder-chart docs/benchmarks-ladder.png $(ARGS)
