@@ -31,7 +31,7 @@ if [[ "${1:-}" == "--print-dir" ]]; then
 	exit 0
 fi
 
-all_names="etcd kube-apiserver kubectl kube-controller-manager helm kwok ccm vsphere-ccm stratus-cpv openstack-ccm stratus-occm"
+all_names="etcd kube-apiserver kubectl kube-controller-manager helm kwok ccm vsphere-ccm stratus-cpv openstack-ccm stratus-occm kube-scheduler kubelet kube-proxy containerd containerd-shim-runc-v2 ctr"
 for name in "$@"; do
 	if [[ " $all_names " != *" $name "* ]]; then
 		echo "kubebins: unknown binary $name (want some of: $all_names)" >&2
@@ -111,6 +111,24 @@ fi
 if wanted kube-controller-manager; then
 	plan kube-controller-manager k8s k8s.io/kubernetes/cmd/kube-controller-manager "$K8S_VERSION" "$k8s_ldflags"
 fi
+# What real nodes run (stratus dev --real-nodes, internal/realnodes): a scheduler
+# for real pods, kubelet and kube-proxy from the same module, and containerd 2.x
+# with its runc shim and ctr (which imports the locally built images).
+if wanted kube-scheduler; then
+	plan kube-scheduler k8s k8s.io/kubernetes/cmd/kube-scheduler "$K8S_VERSION" "$k8s_ldflags"
+fi
+if wanted kubelet; then
+	plan kubelet k8s k8s.io/kubernetes/cmd/kubelet "$K8S_VERSION" "$k8s_ldflags"
+fi
+if wanted kube-proxy; then
+	plan kube-proxy k8s k8s.io/kubernetes/cmd/kube-proxy "$K8S_VERSION" "$k8s_ldflags"
+fi
+for name in containerd containerd-shim-runc-v2 ctr; do
+	if wanted $name; then
+		plan $name containerd github.com/containerd/containerd/v2/cmd/$name "$CONTAINERD_VERSION" \
+			"-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
+	fi
+done
 if wanted helm; then
 	plan helm helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 fi
