@@ -58,6 +58,13 @@ type Info struct {
 	Description string
 	// Example is a valid value.
 	Example string
+	// Deprecated, when set, says what to use instead: the annotation still
+	// works, and the admission webhook warns (Warnings) instead of
+	// rejecting it.
+	Deprecated string
+	// Excludes names annotations that must not be set together with this
+	// one (each pair is declared on one side).
+	Excludes []string
 }
 
 // Key is a typed annotation: its documentation and its parser.
@@ -139,29 +146,140 @@ func All() []Info {
 
 // Validate checks every stratus annotation present on obj and returns the errors
 // (*InvalidError, joined, in name order), or nil when all are valid. Unknown keys
-// under Prefix are errors too: a typo must not be silently ignored.
+// under Prefix are errors too, naming the closest known key: a typo must not be
+// silently ignored. So are two annotations that exclude each other, and
+// relations between values the registry knows (a health-check timeout longer
+// than its interval).
 func Validate(obj metav1.Object) error {
+	return validate(obj.GetAnnotations(), registry, relations)
+}
+
+// relation is a check of several annotations' values together; it runs only
+// when each of its keys is present and valid.
+type relation struct {
+	keys  []string
+	check func(ann map[string]string) error
+}
+
+// relations are the registry's checks across keys.
+var relations = []relation{{
+	keys: []string{LBHealthCheckInterval.Name, LBHealthCheckTimeout.Name},
+	check: func(ann map[string]string) error {
+		interval, _ := LBHealthCheckInterval.Parse(ann[LBHealthCheckInterval.Name])
+		timeout, _ := LBHealthCheckTimeout.Parse(ann[LBHealthCheckTimeout.Name])
+		if timeout > interval {
+			return &InvalidError{Name: LBHealthCheckTimeout.Name, Value: ann[LBHealthCheckTimeout.Name],
+				Err: fmt.Errorf("longer than %s (%v): a probe must end before the next one starts", LBHealthCheckInterval.Name, interval)}
+		}
+		return nil
+	},
+}}
+
+func validate(ann map[string]string, reg []entry, rels []relation) error {
 	var errs []error
-	known := make(map[string]bool, len(registry))
-	for _, e := range registry {
+	known := make(map[string]bool, len(reg))
+	invalid := map[string]bool{}
+	for _, e := range reg {
 		known[e.info.Name] = true
-		if raw, ok := obj.GetAnnotations()[e.info.Name]; ok {
+		if raw, ok := ann[e.info.Name]; ok {
 			if err := e.validate(raw); err != nil {
 				errs = append(errs, err)
+				invalid[e.info.Name] = true
 			}
 		}
 	}
+	for _, e := range reg {
+		if _, ok := ann[e.info.Name]; !ok {
+			continue
+		}
+		for _, other := range e.info.Excludes {
+			if _, ok := ann[other]; ok {
+				errs = append(errs, &InvalidError{Name: e.info.Name, Value: ann[e.info.Name],
+					Err: fmt.Errorf("excludes %s: set one of them", other)})
+			}
+		}
+	}
+	for _, r := range rels {
+		if slices.ContainsFunc(r.keys, func(k string) bool { _, ok := ann[k]; return !ok || invalid[k] }) {
+			continue
+		}
+		if err := r.check(ann); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	var unknown []string
-	for name := range obj.GetAnnotations() {
+	for name := range ann {
 		if strings.HasPrefix(name, Prefix) && !known[name] {
 			unknown = append(unknown, name)
 		}
 	}
 	slices.Sort(unknown)
 	for _, name := range unknown {
-		errs = append(errs, &InvalidError{Name: name, Value: obj.GetAnnotations()[name], Err: errors.New("unknown stratus annotation")})
+		msg := "unknown stratus annotation"
+		if near := closest(name, reg); near != "" {
+			msg += "; did you mean " + near + "?"
+		}
+		errs = append(errs, &InvalidError{Name: name, Value: ann[name], Err: errors.New(msg)})
 	}
 	return errors.Join(errs...)
+}
+
+// Closest returns the registered annotation whose name is nearest to name
+// (fewest single-character edits), or "" when none is near enough to be
+// what was meant.
+func Closest(name string) string { return closest(name, registry) }
+
+func closest(name string, reg []entry) string {
+	best, bestDist := "", -1
+	for _, e := range reg {
+		if len(name) > len(Prefix) && strings.HasPrefix(e.info.Name, name) {
+			return e.info.Name // cut short
+		}
+		if d := editDistance(name, e.info.Name); bestDist < 0 || d < bestDist {
+			best, bestDist = e.info.Name, d
+		}
+	}
+	// A third of the part after the prefix: a typo or two; anything further
+	// is another annotation, not a misspelling.
+	if bestDist < 0 || bestDist > max(2, (len(name)-len(Prefix))/3) {
+		return ""
+	}
+	return best
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	cur := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// Warnings returns a warning for each deprecated annotation set on obj, in
+// name order: they still work, so they are not errors.
+func Warnings(obj metav1.Object) []string { return warnings(obj.GetAnnotations(), registry) }
+
+func warnings(ann map[string]string, reg []entry) []string {
+	var out []string
+	for _, e := range reg {
+		if _, ok := ann[e.info.Name]; ok && e.info.Deprecated != "" {
+			out = append(out, fmt.Sprintf("metadata.annotations[%s]: deprecated: %s", e.info.Name, e.info.Deprecated))
+		}
+	}
+	return out
 }
 
 // InvalidNames returns the names of the annotations err (from Validate or Get)
@@ -211,6 +329,12 @@ func Markdown() []byte {
 	}
 	for _, i := range All() {
 		fmt.Fprintf(&b, "\n## `%s`\n\n%s\n", i.Name, i.Description)
+		if i.Deprecated != "" {
+			fmt.Fprintf(&b, "\n**Deprecated:** %s\n", i.Deprecated)
+		}
+		if len(i.Excludes) > 0 {
+			fmt.Fprintf(&b, "\nNot together with `%s`.\n", strings.Join(i.Excludes, "`, `"))
+		}
 	}
 	return b.Bytes()
 }

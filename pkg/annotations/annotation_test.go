@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -234,4 +235,56 @@ func FuzzValidate(f *testing.F) {
 			t.Fatalf("Validate(%s=%q) names %v", name, value, names)
 		}
 	})
+}
+
+// TestValidateRelations: a misspelt key names the closest known one (and
+// a name far from every key names none), two keys that exclude each other
+// are an error on the declaring key, a timeout longer than its interval is
+// an error naming both, and a deprecated key is a warning, not an error.
+func TestValidateRelations(t *testing.T) {
+	interval, timeout := LBHealthCheckInterval.Name, LBHealthCheckTimeout.Name
+	for _, tc := range []struct {
+		desc string
+		ann  map[string]string
+		want string
+	}{
+		{"typo", map[string]string{Prefix + "load-balancer-helth-check-interval": "5s"},
+			`invalid annotation ` + Prefix + `load-balancer-helth-check-interval="5s": unknown stratus annotation; did you mean ` + interval + `?`},
+		{"cut short", map[string]string{Prefix + "load-balancer-proxy": "true"},
+			`invalid annotation ` + Prefix + `load-balancer-proxy="true": unknown stratus annotation; did you mean ` + LBProxyProtocol.Name + `?`},
+		{"nothing close", map[string]string{Prefix + "colour": "blue"},
+			`invalid annotation ` + Prefix + `colour="blue": unknown stratus annotation`},
+		{"timeout longer than interval", map[string]string{interval: "2s", timeout: "3s"},
+			`invalid annotation ` + timeout + `="3s": longer than ` + interval + ` (2s): a probe must end before the next one starts`},
+		{"timeout equal to interval", map[string]string{interval: "3s", timeout: "3s"}, ""},
+		{"invalid interval: no relation check", map[string]string{interval: "soon", timeout: "3s"},
+			`invalid annotation ` + interval + `="soon": not a duration (e.g. 10s, 1m30s)`},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			err := Validate(objWith(tc.ann))
+			if got := fmt.Sprint(err); got != cmp.Or(tc.want, "<nil>") {
+				t.Errorf("Validate = %s\nwant %s", got, cmp.Or(tc.want, "<nil>"))
+			}
+		})
+	}
+
+	// Exclusions and deprecations, on a registry of their own: stratus's
+	// has neither today.
+	a := &Key[bool]{Info: Info{Name: Prefix + "a", Example: "true", Excludes: []string{Prefix + "b"}}, parse: parseBool}
+	b := &Key[bool]{Info: Info{Name: Prefix + "b", Example: "true", Deprecated: "use " + Prefix + "a"}, parse: parseBool}
+	reg := []entry{{info: &a.Info, validate: func(s string) error { _, err := a.Parse(s); return err }},
+		{info: &b.Info, validate: func(s string) error { _, err := b.Parse(s); return err }}}
+	both := map[string]string{Prefix + "a": "true", Prefix + "b": "false"}
+	if got, want := fmt.Sprint(validate(both, reg, nil)), `invalid annotation `+Prefix+`a="true": excludes `+Prefix+`b: set one of them`; got != want {
+		t.Errorf("validate(a and b) = %s\nwant %s", got, want)
+	}
+	if err := validate(map[string]string{Prefix + "b": "true"}, reg, nil); err != nil {
+		t.Errorf("validate(deprecated b) = %v; want no error", err)
+	}
+	if got, want := warnings(both, reg), []string{"metadata.annotations[" + Prefix + "b]: deprecated: use " + Prefix + "a"}; !slices.Equal(got, want) {
+		t.Errorf("warnings = %q; want %q", got, want)
+	}
+	if got := warnings(map[string]string{Prefix + "a": "true"}, reg); got != nil {
+		t.Errorf("warnings(a) = %q; want none", got)
+	}
 }
