@@ -330,7 +330,8 @@ func TestBadInput(t *testing.T) {
 		{"bad tag filter", "GET", "/v1/instances?tag==x", "", 400},
 		{"name filter on routes", "GET", "/v1/routes?name=x", "", 400},
 
-		{"lb no listeners", "POST", "/v1/load-balancers", `{"name":"x","listeners":[]}`, 400},
+		{"lb listener target not a target", "POST", "/v1/load-balancers", `{"name":"x","listeners":[{"protocol":"TCP","port":80,"target_port":80,"targets":[{"ip":"127.10.0.9"}]}],"targets":[{"ip":"127.10.0.8"}]}`, 400},
+		{"lb listener bad source range", "POST", "/v1/load-balancers", `{"name":"x","listeners":[{"protocol":"TCP","port":80,"target_port":80,"source_ranges":["10.0.0.0/33"]}]}`, 400},
 		{"lb missing name", "POST", "/v1/load-balancers", `{` + listener + `}`, 400},
 		{"lb bad protocol", "POST", "/v1/load-balancers", `{"name":"x","listeners":[{"protocol":"SCTP","port":80,"target_port":80}]}`, 400},
 		{"lb port zero", "POST", "/v1/load-balancers", `{"name":"x","listeners":[{"protocol":"TCP","port":0,"target_port":80}]}`, 400},

@@ -291,3 +291,64 @@ func TestDeletedLBRefusesOnceGone(t *testing.T) {
 		}
 	}
 }
+
+// TestListenerTargetsAndRanges: a listener's own targets and source ranges
+// apply to it alone; the other listener keeps the load balancer's.
+func TestListenerTargetsAndRanges(t *testing.T) {
+	t.Parallel()
+	f := newLBFixture(t, true, false, 0)
+	lb := f.create(t, api.LoadBalancerSpec{Name: "web", Listeners: []api.Listener{
+		{Protocol: "TCP", Port: 18080, TargetPort: f.port},
+		{Protocol: "TCP", Port: 18081, TargetPort: f.port, Targets: []api.Target{{InstanceID: f.b.ID}}, SourceRanges: []string{"127.0.0.2/32"}},
+	}})
+	if got := minicloudtest.CountTCP(t, vipAddr(lb, 18080), 6); got["a"] == 0 || got["b"] == 0 {
+		t.Fatalf("listener 18080: connections per backend %v, want both", got)
+	}
+	for range 4 {
+		name, c, err := minicloudtest.DialTCP(vipAddr(lb, 18081), "127.0.0.2")
+		if err != nil {
+			t.Fatalf("listener 18081 from an allowed source: %v", err)
+		}
+		c.Close()
+		if name != "b" {
+			t.Fatalf("listener 18081 answered by %q, want only b", name)
+		}
+	}
+	if _, _, err := minicloudtest.DialTCP(vipAddr(lb, 18081), "127.0.0.3"); err == nil {
+		t.Fatal("listener 18081: a source outside its source_ranges got an answer")
+	}
+	if _, c, err := minicloudtest.DialTCP(vipAddr(lb, 18080), "127.0.0.3"); err != nil {
+		t.Fatalf("listener 18080 has no source ranges, yet: %v", err)
+	} else {
+		c.Close()
+	}
+	got, err := f.mc.Client.GetLoadBalancer(context.Background(), lb.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Listeners[1].Targets) != 1 || got.Listeners[1].Targets[0].InstanceID != f.b.ID {
+		t.Fatalf("listener targets as stored: %+v", got.Listeners[1])
+	}
+}
+
+// TestLoadBalancerWithoutListeners: it gets a VIP, becomes active and binds
+// nothing until a listener is added.
+func TestLoadBalancerWithoutListeners(t *testing.T) {
+	t.Parallel()
+	f := newLBFixture(t, true, false, 0)
+	lb := f.create(t, api.LoadBalancerSpec{Name: "bare", Listeners: []api.Listener{}})
+	if lb.VIP == "" || len(lb.Listeners) != 0 {
+		t.Fatalf("bare load balancer: %+v", lb)
+	}
+	if _, _, err := minicloudtest.DialTCP(vipAddr(lb, 18080), ""); err == nil {
+		t.Fatal("a load balancer without listeners answered on 18080")
+	}
+	if _, err := f.mc.Client.UpdateLoadBalancer(context.Background(), lb.ID, api.LoadBalancerSpec{
+		Listeners: []api.Listener{{Protocol: "TCP", Port: 18080, TargetPort: f.port}}, Targets: lb.Targets,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got := minicloudtest.CountTCP(t, vipAddr(lb, 18080), 4); got["a"]+got["b"] != 4 {
+		t.Fatalf("after adding a listener: %v", got)
+	}
+}

@@ -193,6 +193,17 @@ func (s *Server) reconcileLBs(ids []string) {
 	}
 }
 
+// parseRanges parses validated source ranges.
+func parseRanges(ranges []string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, r := range ranges {
+		if p, err := netip.ParsePrefix(r); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // planSpec translates a stored load balancer into the data plane's terms.
 func planSpec(res *resolver, lb lbRecord) dataplane.Spec {
 	vip, _ := netip.ParseAddr(lb.VIP)
@@ -202,17 +213,21 @@ func planSpec(res *resolver, lb lbRecord) dataplane.Spec {
 		IdleTimeout:   time.Duration(lb.IdleTimeoutSeconds) * time.Second,
 		ProxyProtocol: lb.ProxyProtocol,
 	}
-	for _, l := range lb.Listeners {
-		spec.Listeners = append(spec.Listeners, dataplane.Listener{Protocol: l.Protocol, Port: l.Port, TargetPort: l.TargetPort})
-	}
-	for _, t := range lb.Targets {
+	index := map[api.Target]int{}
+	for i, t := range lb.Targets {
 		spec.Backends = append(spec.Backends, res.resolve(t))
+		index[t] = i
 	}
-	for _, r := range lb.SourceRanges {
-		if p, err := netip.ParsePrefix(r); err == nil {
-			spec.SourceRanges = append(spec.SourceRanges, p)
+	for _, l := range lb.Listeners {
+		dl := dataplane.Listener{Protocol: l.Protocol, Port: l.Port, TargetPort: l.TargetPort, SourceRanges: parseRanges(l.SourceRanges)}
+		for _, t := range l.Targets {
+			if i, ok := index[t]; ok {
+				dl.Backends = append(dl.Backends, i)
+			}
 		}
+		spec.Listeners = append(spec.Listeners, dl)
 	}
+	spec.SourceRanges = parseRanges(lb.SourceRanges)
 	hc := lb.HealthCheck
 	if hc == nil {
 		// Default: TCP connect to the first TCP listener's target port; a

@@ -2,6 +2,7 @@ package minicloud
 
 import (
 	"cmp"
+	"fmt"
 	"net/netip"
 	"strings"
 	"time"
@@ -30,10 +31,13 @@ func validateLBSpec(spec *api.LoadBalancerSpec, create bool) error {
 	if err := validateTags(spec.Tags); err != nil {
 		return err
 	}
-	if len(spec.Listeners) == 0 {
-		return errInvalid("a load balancer needs at least one listener")
+	// A load balancer without listeners has its VIP and binds nothing, as
+	// an Octavia load balancer before its first listener.
+	type listenerKey struct {
+		protocol string
+		port     int
 	}
-	seen := map[api.Listener]bool{}
+	seen := map[listenerKey]bool{}
 	for _, l := range spec.Listeners {
 		if l.Protocol != api.ProtocolTCP && l.Protocol != api.ProtocolUDP {
 			return errInvalid("listener protocol %q: want TCP or UDP", l.Protocol)
@@ -44,7 +48,7 @@ func validateLBSpec(spec *api.LoadBalancerSpec, create bool) error {
 		if err := validatePort("listener target_port", l.TargetPort); err != nil {
 			return err
 		}
-		k := api.Listener{Protocol: l.Protocol, Port: l.Port}
+		k := listenerKey{l.Protocol, l.Port}
 		if seen[k] {
 			return errInvalid("duplicate listener %s/%d", l.Protocol, l.Port)
 		}
@@ -65,6 +69,17 @@ func validateLBSpec(spec *api.LoadBalancerSpec, create bool) error {
 			return errInvalid("duplicate target %+v", t)
 		}
 		targets[t] = true
+	}
+	for i := range spec.Listeners {
+		l := &spec.Listeners[i]
+		for _, t := range l.Targets {
+			if !targets[t] {
+				return errInvalid("listener %s/%d: target %+v is not one of the load balancer's targets", l.Protocol, l.Port, t)
+			}
+		}
+		if err := validateRanges(fmt.Sprintf("listener %s/%d source range", l.Protocol, l.Port), l.SourceRanges); err != nil {
+			return err
+		}
 	}
 	if hc := spec.HealthCheck; hc != nil {
 		if hc.Protocol != api.ProtocolTCP && hc.Protocol != api.ProtocolHTTP {
@@ -98,12 +113,18 @@ func validateLBSpec(spec *api.LoadBalancerSpec, create bool) error {
 	if spec.IdleTimeoutSeconds < 0 || spec.IdleTimeoutSeconds > maxIdleTimeout {
 		return errInvalid("idle_timeout_seconds %d out of range 1-%d", spec.IdleTimeoutSeconds, maxIdleTimeout)
 	}
-	for i, r := range spec.SourceRanges {
+	return validateRanges("source range", spec.SourceRanges)
+}
+
+// validateRanges checks source ranges and writes them masked; what names
+// them in errors.
+func validateRanges(what string, ranges []string) error {
+	for i, r := range ranges {
 		p, err := netip.ParsePrefix(r)
 		if err != nil {
-			return errInvalid("source range %q: %v", r, err)
+			return errInvalid("%s %q: %v", what, r, err)
 		}
-		spec.SourceRanges[i] = p.Masked().String()
+		ranges[i] = p.Masked().String()
 	}
 	return nil
 }

@@ -166,6 +166,9 @@ func (s *Server) listLBs(r *http.Request) (int, any, error) {
 		if summary {
 			for i := range items {
 				items[i].Targets = nil
+				for j := range items[i].Listeners {
+					items[i].Listeners[j].Targets = nil
+				}
 			}
 			return nil
 		}

@@ -90,6 +90,13 @@ type Listener struct {
 	Protocol   string `json:"protocol"`
 	Port       int    `json:"port"`
 	TargetPort int    `json:"target_port"`
+	// Targets, when not empty, are the targets of this listener instead
+	// of all the load balancer's; each must be one of the load balancer's
+	// Targets (which carry the health).
+	Targets []Target `json:"targets,omitempty"`
+	// SourceRanges, when not empty, are the sources this listener admits
+	// instead of the load balancer's SourceRanges.
+	SourceRanges []string `json:"source_ranges,omitempty"`
 }
 
 // Target is a back end of a load balancer: an instance (its private IP) or a

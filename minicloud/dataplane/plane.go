@@ -53,6 +53,12 @@ type Listener struct {
 	Protocol   string // "TCP" or "UDP"
 	Port       int
 	TargetPort int
+	// Backends, when not empty, are the indexes in Spec.Backends of this
+	// listener's backends; empty: all of them.
+	Backends []int
+	// SourceRanges, when not empty, replace Spec.SourceRanges for this
+	// listener.
+	SourceRanges []netip.Prefix
 }
 
 // Spec is the desired data plane of one load balancer.
@@ -197,13 +203,17 @@ type closer interface{ Close() }
 // table is what a listener consults for every new connection; it is
 // replaced as a whole on every Apply so connections see a consistent view.
 type table struct {
-	backends     []route
-	ranges       []netip.Prefix
-	targetPorts  map[listenerKey]int
-	next         atomic.Uint64
-	sourceIPHash bool
-	idleTimeout  time.Duration
-	proxy        bool
+	backends    []route
+	ranges      []netip.Prefix
+	targetPorts map[listenerKey]int
+	// only and listenerRanges are the listeners' own backends (indexes in
+	// backends) and source ranges, when they have them.
+	only           map[listenerKey][]int
+	listenerRanges map[listenerKey][]netip.Prefix
+	next           atomic.Uint64
+	sourceIPHash   bool
+	idleTimeout    time.Duration
+	proxy          bool
 }
 
 type route struct {
@@ -232,6 +242,7 @@ func (p *Plane) Apply(id string, spec Spec) error {
 	// unchanged targets keep their checker and its verdict.
 	checkers := map[checkKey]bool{}
 	t := &table{ranges: spec.SourceRanges, targetPorts: map[listenerKey]int{},
+		only: map[listenerKey][]int{}, listenerRanges: map[listenerKey][]netip.Prefix{},
 		sourceIPHash: spec.SourceIPHash, idleTimeout: spec.IdleTimeout, proxy: spec.ProxyProtocol}
 	for _, be := range spec.Backends {
 		r := route{addr: be.Addr, down: be.Down}
@@ -258,6 +269,12 @@ func (p *Plane) Apply(id string, spec Spec) error {
 		k := listenerKey{protocol: l.Protocol, port: l.Port}
 		want[k] = true
 		t.targetPorts[k] = l.TargetPort
+		if len(l.Backends) > 0 {
+			t.only[k] = l.Backends
+		}
+		if len(l.SourceRanges) > 0 {
+			t.listenerRanges[k] = l.SourceRanges
+		}
 	}
 	b.table.Store(t)
 
@@ -392,13 +409,17 @@ func (p *Plane) listen(b *balancer, k listenerKey) (closer, error) {
 	return nil, fmt.Errorf("unsupported protocol %q", k.protocol)
 }
 
-// admits reports whether src may use the load balancer.
-func (t *table) admits(src netip.Addr) bool {
-	if len(t.ranges) == 0 {
+// admits reports whether src may use listener k.
+func (t *table) admits(k listenerKey, src netip.Addr) bool {
+	ranges := t.ranges
+	if lr, ok := t.listenerRanges[k]; ok {
+		ranges = lr
+	}
+	if len(ranges) == 0 {
 		return true
 	}
 	src = src.Unmap()
-	for _, r := range t.ranges {
+	for _, r := range ranges {
 		if r.Contains(src) {
 			return true
 		}
@@ -417,9 +438,20 @@ func (t *table) pick(k listenerKey, src netip.Addr) []netip.AddrPort {
 		return nil
 	}
 	var eligible []netip.AddrPort
-	for _, r := range t.backends {
+	add := func(r route) {
 		if r.down == "" && (r.checker == nil || r.checker.current().State != "unhealthy") {
 			eligible = append(eligible, netip.AddrPortFrom(r.addr, uint16(port)))
+		}
+	}
+	if only, ok := t.only[k]; ok {
+		for _, i := range only {
+			if i >= 0 && i < len(t.backends) {
+				add(t.backends[i])
+			}
+		}
+	} else {
+		for _, r := range t.backends {
+			add(r)
 		}
 	}
 	if len(eligible) == 0 {

@@ -87,7 +87,7 @@ func (p *Plane) proxyTCP(b *balancer, k listenerKey, l *tcpListener, client net.
 	defer client.Close()
 	t := b.table.Load()
 	src, err := netip.ParseAddrPort(client.RemoteAddr().String())
-	if err != nil || !t.admits(src.Addr()) {
+	if err != nil || !t.admits(k, src.Addr()) {
 		return
 	}
 	var backend net.Conn

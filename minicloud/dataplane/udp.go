@@ -87,7 +87,7 @@ func (p *Plane) udpSession(b *balancer, k listenerKey, l *udpListener, src netip
 		return nil
 	}
 	t := b.table.Load()
-	if !t.admits(src.Addr()) {
+	if !t.admits(k, src.Addr()) {
 		return nil
 	}
 	backends := t.pick(k, src.Addr())

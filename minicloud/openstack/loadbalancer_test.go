@@ -168,8 +168,14 @@ func TestOctaviaLifecycle(t *testing.T) {
 
 	// A second listener, added the way the provider updates a Service.
 	l2, err := listeners.Create(ctx, le.lb, listeners.CreateOpts{LoadbalancerID: lb.ID, Protocol: listeners.ProtocolTCP, ProtocolPort: 18081, Name: "listener_1"}).Extract()
-	if err != nil || l2.ProvisioningStatus != "PENDING_UPDATE" {
+	if err != nil || l2.ProvisioningStatus != "PENDING_CREATE" {
 		t.Fatalf("add listener: %+v, %v", l2, err)
+	}
+	if got := le.get(t, lb.ID); got.ProvisioningStatus != "PENDING_UPDATE" {
+		t.Errorf("load balancer while its listener is created: %s", got.ProvisioningStatus)
+	}
+	if got, err := listeners.Get(ctx, le.lb, ls[0].ID).Extract(); err != nil || got.ProvisioningStatus != "ACTIVE" {
+		t.Errorf("the listener not written while another is created: %+v, %v", got, err)
 	}
 	_, err = pools.Create(ctx, le.lb, pools.CreateOpts{ListenerID: l2.ID, Protocol: pools.ProtocolTCP, LBMethod: pools.LBMethodRoundRobin}).Extract()
 	wantStatus(t, err, http.StatusConflict)
@@ -187,13 +193,17 @@ func TestOctaviaLifecycle(t *testing.T) {
 		t.Error("batch update did not make the load balancer PENDING_UPDATE")
 	}
 	le.settle(t, lb.ID)
-	// The targets are the members both pools have: n2 only.
+	// Each listener has its own pool's members: the second n2 only, the
+	// first still both.
 	native, _ = le.mc.Client.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{"openstack-loadbalancer": lb.ID}})
-	if len(native[0].Listeners) != 2 || len(native[0].Targets) != 1 || native[0].Targets[0].InstanceID != le.insts[1].ID {
+	if len(native[0].Listeners) != 2 || len(native[0].Targets) != 2 || len(native[0].Listeners[1].Targets) != 1 || native[0].Listeners[1].Targets[0].InstanceID != le.insts[1].ID {
 		t.Errorf("projection with differing pools: %+v", native[0])
 	}
 	if c := minicloudtest.CountTCP(t, net.JoinHostPort(lb.VipAddress, "18081"), 2); c["n2"] != 2 {
 		t.Errorf("second listener: %v", c)
+	}
+	if c := minicloudtest.CountTCP(t, net.JoinHostPort(lb.VipAddress, "18080"), 4); c["n1"] == 0 || c["n2"] == 0 {
+		t.Errorf("first listener after the second's pool got one member: %v, want n1 and n2", c)
 	}
 	pages, err = pools.ListMembers(le.lb, p2.ID, pools.ListMembersOpts{}).AllPages(ctx)
 	if err != nil {
@@ -258,12 +268,9 @@ func TestOctaviaRejects(t *testing.T) {
 	le := startLBEnv(t)
 	ctx := context.Background()
 	tok := le.token(t)
-	bare := loadbalancers.CreateOpts{Name: "bare", VipSubnetID: le.vipSub}
-	_, err := loadbalancers.Create(ctx, le.lb, bare).Extract()
-	wantStatus(t, err, http.StatusBadRequest)
 	o := le.createOpts("x", 18090)
 	o.VipAddress = "127.100.0.9"
-	_, err = loadbalancers.Create(ctx, le.lb, o).Extract()
+	_, err := loadbalancers.Create(ctx, le.lb, o).Extract()
 	wantStatus(t, err, http.StatusBadRequest)
 	o = le.createOpts("x", 18090)
 	o.Listeners[0].DefaultPool.Members[1].ProtocolPort++

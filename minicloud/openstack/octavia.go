@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -41,20 +42,24 @@ const nativeTag = "openstack-loadbalancer"
 
 // lbRecord is an Octavia load balancer with its whole tree, as stored.
 type lbRecord struct {
-	ID           string     `json:"id"`
-	Name         string     `json:"name"`
-	Description  string     `json:"description"`
-	Provider     string     `json:"provider"`
-	NativeID     string     `json:"native_id"`
-	VIPAddress   string     `json:"vip_address"`
-	VIPSubnetID  string     `json:"vip_subnet_id"`
-	Tags         []string   `json:"tags"`
-	Status       string     `json:"status"`
-	PendingUntil time.Time  `json:"pending_until"`
-	Listeners    []listener `json:"listeners"`
-	Pools        []pool     `json:"pools"`
-	CreatedAt    time.Time  `json:"created_at"`
-	UpdatedAt    time.Time  `json:"updated_at"`
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	Description  string    `json:"description"`
+	Provider     string    `json:"provider"`
+	NativeID     string    `json:"native_id"`
+	VIPAddress   string    `json:"vip_address"`
+	VIPSubnetID  string    `json:"vip_subnet_id"`
+	Tags         []string  `json:"tags"`
+	Status       string    `json:"status"`
+	PendingUntil time.Time `json:"pending_until"`
+	// Changing is the child the pending write creates or updates, shown in
+	// ChangingStatus while the load balancer is PENDING_UPDATE.
+	Changing       string     `json:"changing,omitempty"`
+	ChangingStatus string     `json:"changing_status,omitempty"`
+	Listeners      []listener `json:"listeners"`
+	Pools          []pool     `json:"pools"`
+	CreatedAt      time.Time  `json:"created_at"`
+	UpdatedAt      time.Time  `json:"updated_at"`
 }
 
 type listener struct {
@@ -127,24 +132,33 @@ func vipPortID(lbID string) string { return uuidOf("vip-port", lbID) }
 // ---- projection onto one minicloud load balancer
 
 // project translates an Octavia tree into the minicloud load balancer that
-// carries its traffic. Listeners whose default pool has members become
-// minicloud listeners (target port: the members' protocol_port); the
-// targets are the member addresses every such pool has (instances when an
-// address is an instance's, else raw IPs), so a transient difference between
-// pools never sends a listener's traffic to a member it does not have; the
-// pools' health monitors become the one health check. What minicloud cannot
-// express is a 400 naming the field.
+// carries its traffic. Each listener whose default pool has members is a
+// minicloud listener with that pool's members as its own targets (target
+// port: the members' protocol_port) and its allowed_cidrs as its own source
+// ranges, as Octavia keeps them per listener; a member address is an
+// instance target when it is an instance's, else a raw IP. The load
+// balancer's targets are every pool's members, and the pools' health
+// monitors are its one health check. A tree with no such listener (a bare
+// load balancer, or one whose pools are still empty) projects to a
+// minicloud load balancer without listeners: it has its VIP and carries no
+// traffic, as in Octavia. What minicloud cannot express is a 400 naming
+// the field.
 func project(lb *lbRecord, instByIP map[string]string) (api.LoadBalancerSpec, error) {
-	spec := api.LoadBalancerSpec{Tags: map[string]string{nativeTag: lb.ID}}
-	var addrSets []map[string]bool
-	var cidrSets [][]netip.Prefix
+	spec := api.LoadBalancerSpec{Tags: map[string]string{nativeTag: lb.ID}, Listeners: []api.Listener{}}
+	target := func(addr string) api.Target {
+		if id := instByIP[addr]; id != "" {
+			return api.Target{InstanceID: id}
+		}
+		return api.Target{IP: addr}
+	}
+	all := map[string]bool{}
 	for _, l := range lb.Listeners {
 		p := lb.pool(l.DefaultPoolID)
 		if p == nil || len(p.Members) == 0 {
 			continue
 		}
 		port, monPort := p.Members[0].ProtocolPort, p.Members[0].MonitorPort
-		set := map[string]bool{}
+		var addrs []string
 		for _, m := range p.Members {
 			if m.ProtocolPort != port {
 				return spec, badRequest("members.protocol_port: the members of pool %s use ports %d and %d; minicloud sends a listener's traffic to one target port", p.ID, port, m.ProtocolPort)
@@ -152,16 +166,23 @@ func project(lb *lbRecord, instByIP map[string]string) (api.LoadBalancerSpec, er
 			if m.MonitorPort != monPort {
 				return spec, badRequest("members.monitor_port: the members of pool %s are monitored on ports %d and %d; minicloud checks every target on one port", p.ID, monPort, m.MonitorPort)
 			}
-			set[m.Address] = true
+			if !slices.Contains(addrs, m.Address) {
+				addrs = append(addrs, m.Address)
+			}
+			all[m.Address] = true
 		}
-		addrSets = append(addrSets, set)
-		spec.Listeners = append(spec.Listeners, api.Listener{Protocol: l.Protocol, Port: l.ProtocolPort, TargetPort: port})
-		cidrSets = append(cidrSets, prefixes(l.AllowedCIDRs))
+		slices.Sort(addrs)
+		ml := api.Listener{Protocol: l.Protocol, Port: l.ProtocolPort, TargetPort: port, SourceRanges: slices.Clone(l.AllowedCIDRs)}
+		for _, a := range addrs {
+			ml.Targets = append(ml.Targets, target(a))
+		}
+		spec.Listeners = append(spec.Listeners, ml)
 		if p.Monitor != nil {
 			hc, err := healthCheck(p.Monitor, cmp.Or(monPort, port))
 			if err != nil {
 				return spec, err
 			}
+			// The first pool's port is probed: one check per target.
 			if spec.HealthCheck != nil && (spec.HealthCheck.Protocol != hc.Protocol || spec.HealthCheck.Path != hc.Path || spec.HealthCheck.IntervalSeconds != hc.IntervalSeconds) {
 				return spec, badRequest("healthmonitor: pool %s's differs from another pool's; minicloud checks every target of a load balancer one way", p.ID)
 			}
@@ -170,94 +191,11 @@ func project(lb *lbRecord, instByIP map[string]string) (api.LoadBalancerSpec, er
 			}
 		}
 	}
-	if len(spec.Listeners) == 0 {
-		return spec, errNothingToProject
-	}
-	spec.SourceRanges = commonSources(cidrSets)
-	var addrs []string
-	for a := range addrSets[0] {
-		in := true
-		for _, s := range addrSets[1:] {
-			in = in && s[a]
-		}
-		if in {
-			addrs = append(addrs, a)
-		}
-	}
-	slices.Sort(addrs)
+	addrs := slices.Sorted(maps.Keys(all))
 	for _, a := range addrs {
-		if id := instByIP[a]; id != "" {
-			spec.Targets = append(spec.Targets, api.Target{InstanceID: id})
-		} else {
-			spec.Targets = append(spec.Targets, api.Target{IP: a})
-		}
+		spec.Targets = append(spec.Targets, target(a))
 	}
 	return spec, nil
-}
-
-// errNothingToProject: no listener has a default pool with members.
-// minicloud serves a load balancer through at least one listener, so a
-// create is refused, while a tree emptied by deletes (children deleted one
-// by one before the load balancer) keeps its minicloud listeners without
-// targets: no traffic reaches anything.
-var errNothingToProject = badRequest("listeners: minicloud serves a load balancer through at least one listener whose default pool has members")
-
-func prefixes(cidrs []string) []netip.Prefix {
-	var out []netip.Prefix
-	for _, c := range cidrs {
-		if p, err := netip.ParsePrefix(c); err == nil {
-			out = append(out, p.Masked())
-		}
-	}
-	return out
-}
-
-// denyAll is the source range of a load balancer whose listeners allow no
-// source in common: an address no packet comes from.
-var denyAll = []string{"0.0.0.0/32", "::/128"}
-
-// commonSources are the source ranges minicloud applies to the whole load
-// balancer: the sources every listener allows (none listed: any). Listeners
-// whose allowed_cidrs differ, as while a client updates them one by one,
-// thus never let in a source one of them refuses.
-func commonSources(sets [][]netip.Prefix) []string {
-	var acc []netip.Prefix
-	restricted := false
-	for _, set := range sets {
-		if len(set) == 0 {
-			continue
-		}
-		if !restricted {
-			acc, restricted = set, true
-			continue
-		}
-		var next []netip.Prefix
-		for _, a := range acc {
-			for _, b := range set {
-				switch {
-				case a.Bits() >= b.Bits() && b.Contains(a.Addr()):
-					next = append(next, a)
-				case b.Bits() > a.Bits() && a.Contains(b.Addr()):
-					next = append(next, b)
-				}
-			}
-		}
-		acc = next
-	}
-	if !restricted {
-		return nil
-	}
-	var out []string
-	for _, p := range acc {
-		if s := p.String(); !slices.Contains(out, s) {
-			out = append(out, s)
-		}
-	}
-	if len(out) == 0 {
-		return slices.Clone(denyAll)
-	}
-	slices.Sort(out)
-	return out
 }
 
 func healthCheck(m *monitor, port int) (*api.HealthCheck, error) {
@@ -569,16 +507,13 @@ func mutable(lb *lbRecord) error {
 }
 
 // commit applies a changed tree: it projects it (400 when it cannot be),
-// updates minicloud's load balancer, and stores the tree PENDING_UPDATE.
-func (d *Dialect) commit(r *request, lb *lbRecord) error {
+// updates minicloud's load balancer, and stores the tree PENDING_UPDATE,
+// with child (the object written, "" for a delete or the load balancer
+// itself) in childStatus meanwhile (PENDING_CREATE or PENDING_UPDATE) and
+// the other children ACTIVE, as Octavia shows them.
+func (d *Dialect) commit(r *request, lb *lbRecord, child, childStatus string) error {
+	lb.Changing, lb.ChangingStatus = child, childStatus
 	spec, err := d.projectFor(r, lb)
-	if errors.Is(err, errNothingToProject) {
-		cur, gerr := r.mc.GetLoadBalancer(r.Context(), lb.NativeID)
-		if gerr != nil {
-			return fmt.Errorf("read minicloud load balancer %s of %s: %w", lb.NativeID, lb.ID, gerr)
-		}
-		spec, err = api.LoadBalancerSpec{Tags: cur.Tags, Listeners: cur.Listeners}, nil
-	}
 	if err != nil {
 		return err
 	}
@@ -626,6 +561,27 @@ func operating(lb *lbRecord) string {
 	return "OFFLINE"
 }
 
+// childStatus is the provisioning status of child id: while the load
+// balancer is PENDING_UPDATE the child being written is PENDING_CREATE or
+// PENDING_UPDATE and the others ACTIVE; otherwise the load balancer's.
+func childStatus(lb *lbRecord, id string) string {
+	if lb.Status != statusPendingUpdate {
+		return lb.Status
+	}
+	if id != "" && id == lb.Changing {
+		return lb.ChangingStatus
+	}
+	return statusActive
+}
+
+// childOperating is a child's operating status: ONLINE once it is ACTIVE.
+func childOperating(lb *lbRecord, id string) string {
+	if childStatus(lb, id) == statusActive {
+		return "ONLINE"
+	}
+	return "OFFLINE"
+}
+
 func lbBody(lb *lbRecord) map[string]any {
 	return map[string]any{
 		"id": lb.ID, "name": lb.Name, "description": lb.Description, "provider": lb.Provider,
@@ -650,7 +606,7 @@ func listenerBody(lb *lbRecord, l *listener) map[string]any {
 		"default_pool_id": defPool, "connection_limit": l.ConnectionLimit, "allowed_cidrs": nilIfEmpty(l.AllowedCIDRs),
 		"tags": orEmpty(l.Tags), "admin_state_up": true, "project_id": projectID(), "tenant_id": projectID(),
 		"loadbalancers":       []map[string]string{{"id": lb.ID}},
-		"provisioning_status": lb.Status, "operating_status": operating(lb),
+		"provisioning_status": childStatus(lb, l.ID), "operating_status": childOperating(lb, l.ID),
 		"timeout_client_data": l.TimeoutClientData, "timeout_member_connect": l.TimeoutMemberConnect,
 		"timeout_member_data": l.TimeoutMemberData, "timeout_tcp_inspect": l.TimeoutTCPInspect,
 		"insert_headers": map[string]string{}, "l7policies": []any{}, "sni_container_refs": []string{},
@@ -681,7 +637,7 @@ func poolBody(lb *lbRecord, p *pool) map[string]any {
 		"members":          idRefs(p.Members, func(m member) string { return m.ID }),
 		"healthmonitor_id": hm, "session_persistence": nil, "admin_state_up": true, "tags": orEmpty(p.Tags),
 		"project_id": projectID(), "tenant_id": projectID(),
-		"provisioning_status": lb.Status, "operating_status": operating(lb),
+		"provisioning_status": childStatus(lb, p.ID), "operating_status": childOperating(lb, p.ID),
 		"created_at": timeString(p.CreatedAt), "updated_at": timeString(lb.UpdatedAt),
 		"tls_enabled": false, "tls_container_ref": nil, "ca_tls_container_ref": nil, "crl_container_ref": nil,
 	}
@@ -710,7 +666,7 @@ func memberBody(lb *lbRecord, p *pool, m *member, health map[string]string) map[
 		"id": m.ID, "name": m.Name, "address": m.Address, "protocol_port": m.ProtocolPort, "subnet_id": subnet,
 		"weight": m.Weight, "backup": false, "admin_state_up": true, "tags": orEmpty(m.Tags),
 		"monitor_address": nil, "monitor_port": monitorPort, "project_id": projectID(), "tenant_id": projectID(),
-		"provisioning_status": lb.Status, "operating_status": op,
+		"provisioning_status": childStatus(lb, m.ID), "operating_status": op,
 		"created_at": timeString(lb.CreatedAt), "updated_at": timeString(lb.UpdatedAt),
 	}
 }
@@ -721,7 +677,7 @@ func monitorBody(lb *lbRecord, p *pool, m *monitor) map[string]any {
 		"max_retries": m.MaxRetries, "max_retries_down": m.MaxRetriesDown, "admin_state_up": true,
 		"pools": []map[string]string{{"id": p.ID}}, "tags": orEmpty(m.Tags),
 		"project_id": projectID(), "tenant_id": projectID(),
-		"provisioning_status": lb.Status, "operating_status": operating(lb),
+		"provisioning_status": childStatus(lb, m.ID), "operating_status": childOperating(lb, m.ID),
 		"created_at": timeString(lb.CreatedAt), "updated_at": timeString(lb.UpdatedAt),
 	}
 	if m.Type == "HTTP" {

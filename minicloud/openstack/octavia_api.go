@@ -621,7 +621,7 @@ func (d *Dialect) updateLB(r *request) (int, any, error) {
 	setIf(&lb.Name, u.Name)
 	setIf(&lb.Description, u.Description)
 	setIf(&lb.Tags, u.Tags)
-	if err := d.commit(r, lb); err != nil {
+	if err := d.commit(r, lb, "", ""); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, map[string]any{"loadbalancer": lbBody(lb)}, nil
@@ -756,7 +756,7 @@ func (d *Dialect) createListener(r *request) (int, any, error) {
 	if err := addListener(lb, l, pc); err != nil {
 		return 0, nil, err
 	}
-	if err := d.commit(r, lb); err != nil {
+	if err := d.commit(r, lb, l.ID, statusPendingCreate); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusCreated, map[string]any{"listener": listenerBody(lb, lb.listener(l.ID))}, nil
@@ -843,7 +843,7 @@ func (d *Dialect) updateListener(r *request) (int, any, error) {
 	if err := validateListener(l); err != nil {
 		return 0, nil, err
 	}
-	if err := d.commit(r, lb); err != nil {
+	if err := d.commit(r, lb, id, statusPendingUpdate); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, map[string]any{"listener": listenerBody(lb, lb.listener(id))}, nil
@@ -862,7 +862,7 @@ func (d *Dialect) deleteListener(r *request) (int, any, error) {
 		}
 	}
 	lb.Listeners = slices.DeleteFunc(lb.Listeners, func(l listener) bool { return l.ID == id })
-	if err := d.commit(r, lb); err != nil {
+	if err := d.commit(r, lb, "", ""); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil
@@ -913,7 +913,7 @@ func (d *Dialect) createPool(r *request) (int, any, error) {
 		p.ListenerID, l.DefaultPoolID = l.ID, p.ID
 	}
 	lb.Pools = append(lb.Pools, p)
-	if err := d.commit(r, lb); err != nil {
+	if err := d.commit(r, lb, p.ID, statusPendingCreate); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusCreated, map[string]any{"pool": poolBody(lb, lb.pool(p.ID))}, nil
@@ -954,7 +954,7 @@ func (d *Dialect) updatePool(r *request) (int, any, error) {
 	if err := validatePool(p, ""); err != nil {
 		return 0, nil, err
 	}
-	if err := d.commit(r, lb); err != nil {
+	if err := d.commit(r, lb, id, statusPendingUpdate); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, map[string]any{"pool": poolBody(lb, lb.pool(id))}, nil
@@ -973,7 +973,7 @@ func (d *Dialect) deletePool(r *request) (int, any, error) {
 		}
 	}
 	lb.Pools = slices.DeleteFunc(lb.Pools, func(p pool) bool { return p.ID == id })
-	if err := d.commit(r, lb); err != nil {
+	if err := d.commit(r, lb, "", ""); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil
@@ -1071,7 +1071,7 @@ func (d *Dialect) createMember(r *request) (int, any, error) {
 		return 0, nil, conflict("Another member on this pool is already using ip %s on protocol_port %d", m.Address, m.ProtocolPort)
 	}
 	pl.Members = append(pl.Members, m)
-	if err := d.commit(r, lb); err != nil {
+	if err := d.commit(r, lb, m.ID, statusPendingCreate); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusCreated, map[string]any{"member": memberBody(lb, pl, &m, nil)}, nil
@@ -1129,7 +1129,7 @@ func (d *Dialect) batchMembers(r *request) (int, any, error) {
 		}
 	}
 	pl.Members = want
-	if err := d.commit(r, lb); err != nil {
+	if err := d.commit(r, lb, pl.ID, statusPendingUpdate); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusAccepted, nil, nil
@@ -1171,7 +1171,7 @@ func (d *Dialect) updateMember(r *request) (int, any, error) {
 	if err := validateMember(m); err != nil {
 		return 0, nil, err
 	}
-	if err := d.commit(r, lb); err != nil {
+	if err := d.commit(r, lb, m.ID, statusPendingUpdate); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, map[string]any{"member": memberBody(lb, pl, m, nil)}, nil
@@ -1188,7 +1188,7 @@ func (d *Dialect) deleteMember(r *request) (int, any, error) {
 	if len(pl.Members) == n {
 		return 0, nil, notFound("Member %s could not be found.", r.PathValue("id"))
 	}
-	if err := d.commit(r, lb); err != nil {
+	if err := d.commit(r, lb, "", ""); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil
@@ -1234,7 +1234,7 @@ func (d *Dialect) createMonitor(r *request) (int, any, error) {
 		return 0, nil, conflict("Pool %s already has a health monitor", pid)
 	}
 	p.Monitor = &m
-	if err := d.commit(r, lb); err != nil {
+	if err := d.commit(r, lb, p.Monitor.ID, statusPendingCreate); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusCreated, map[string]any{"healthmonitor": monitorBody(lb, p, p.Monitor)}, nil
@@ -1282,7 +1282,7 @@ func (d *Dialect) updateMonitor(r *request) (int, any, error) {
 	if err := validateMonitor(m); err != nil {
 		return 0, nil, err
 	}
-	if err := d.commit(r, lb); err != nil {
+	if err := d.commit(r, lb, m.ID, statusPendingUpdate); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusOK, map[string]any{"healthmonitor": monitorBody(lb, p, m)}, nil
@@ -1296,7 +1296,7 @@ func (d *Dialect) deleteMonitor(r *request) (int, any, error) {
 	}
 	defer d.octMu.Unlock()
 	lb.monitorPool(id).Monitor = nil
-	if err := d.commit(r, lb); err != nil {
+	if err := d.commit(r, lb, "", ""); err != nil {
 		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil

@@ -1,36 +1,53 @@
 package openstack
 
 import (
-	"net/netip"
+	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/stratus-ccm/stratus/minicloud/api"
 )
 
-// TestCommonSources: the source ranges of a load balancer are those every
-// listener allows, so listeners updated one by one never let in a source
-// one of them refuses.
-func TestCommonSources(t *testing.T) {
-	p := func(cs ...string) []netip.Prefix {
-		var out []netip.Prefix
-		for _, c := range cs {
-			out = append(out, netip.MustParsePrefix(c))
+// TestProjectPerListener: each listener carries its own pool's members and
+// its own allowed_cidrs, as Octavia keeps them; a listener whose pool has
+// fewer members takes nothing away from another listener; listeners whose
+// pools are empty, and a bare load balancer, project to no listener.
+func TestProjectPerListener(t *testing.T) {
+	mem := func(addrs ...string) []member {
+		var out []member
+		for _, a := range addrs {
+			out = append(out, member{Address: a, ProtocolPort: 30080})
 		}
 		return out
 	}
-	for _, tc := range []struct {
-		name string
-		sets [][]netip.Prefix
-		want []string
-	}{
-		{"none", [][]netip.Prefix{nil, nil}, nil},
-		{"one restricts", [][]netip.Prefix{nil, p("10.0.0.0/8")}, []string{"10.0.0.0/8"}},
-		{"same", [][]netip.Prefix{p("10.0.0.0/8"), p("10.0.0.0/8")}, []string{"10.0.0.0/8"}},
-		{"narrower wins", [][]netip.Prefix{p("10.0.0.0/8", "192.168.0.0/16"), p("10.1.0.0/16")}, []string{"10.1.0.0/16"}},
-		{"disjoint", [][]netip.Prefix{p("10.0.0.0/8"), p("192.168.0.0/16")}, denyAll},
-	} {
-		if got := commonSources(tc.sets); !slices.Equal(got, tc.want) {
-			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
-		}
+	lb := &lbRecord{ID: "lb",
+		Listeners: []listener{
+			{ID: "l1", Protocol: "TCP", ProtocolPort: 80, DefaultPoolID: "p1"},
+			{ID: "l2", Protocol: "TCP", ProtocolPort: 81, DefaultPoolID: "p2", AllowedCIDRs: []string{"10.0.0.0/8"}},
+			{ID: "l3", Protocol: "UDP", ProtocolPort: 82, DefaultPoolID: "p3"},
+		},
+		Pools: []pool{
+			{ID: "p1", Protocol: "TCP", ListenerID: "l1", Members: mem("10.0.0.2", "10.0.0.1")},
+			{ID: "p2", Protocol: "TCP", ListenerID: "l2", Members: mem("10.0.0.1")},
+			{ID: "p3", Protocol: "UDP", ListenerID: "l3"},
+		}}
+	spec, err := project(lb, map[string]string{"10.0.0.1": "i-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []api.Listener{
+		{Protocol: "TCP", Port: 80, TargetPort: 30080, Targets: []api.Target{{InstanceID: "i-1"}, {IP: "10.0.0.2"}}},
+		{Protocol: "TCP", Port: 81, TargetPort: 30080, Targets: []api.Target{{InstanceID: "i-1"}}, SourceRanges: []string{"10.0.0.0/8"}},
+	}
+	if !reflect.DeepEqual(spec.Listeners, want) {
+		t.Errorf("listeners %+v, want %+v", spec.Listeners, want)
+	}
+	if wantT := []api.Target{{InstanceID: "i-1"}, {IP: "10.0.0.2"}}; !slices.Equal(spec.Targets, wantT) || spec.SourceRanges != nil {
+		t.Errorf("targets %v, source ranges %v; want %v and none", spec.Targets, spec.SourceRanges, wantT)
+	}
+	bare, err := project(&lbRecord{ID: "bare"}, nil)
+	if err != nil || bare.Listeners == nil || len(bare.Listeners) != 0 || len(bare.Targets) != 0 {
+		t.Errorf("bare load balancer: %+v, %v; want no listener and no target", bare, err)
 	}
 }
 
