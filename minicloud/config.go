@@ -54,6 +54,10 @@ type Config struct {
 	// loopback block of the same size where the other cloud's machines
 	// listen on a laptop. Target addresses elsewhere are reached as they are.
 	PeerNetworks []PeerNetwork
+	// KernelRoutes, if set, programs the routes minicloud holds as kernel
+	// routes in a network namespace, so that they carry packets between
+	// real machines (see KernelRoutes).
+	KernelRoutes *KernelRoutes
 	// Logger receives the server's logs (default: discard).
 	Logger logr.Logger
 }

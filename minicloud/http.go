@@ -225,6 +225,10 @@ func pathID(r *http.Request, prefix, kind string) (string, error) {
 // about the API. Unclean paths are refused rather than redirected the way
 // http.ServeMux would (with an HTML body).
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		// A write may have changed a route or an instance's state.
+		defer s.notifyRoutes()
+	}
 	if h := s.mounted(r.URL.Path); h != nil {
 		h.ServeHTTP(w, r)
 		return

@@ -78,6 +78,9 @@ type Server struct {
 	// fault filters.
 	operations []string
 
+	// routesChanged wakes the kernel-route sync (Config.KernelRoutes).
+	routesChanged chan struct{}
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -100,6 +103,8 @@ func NewServer(cfg Config) (*Server, error) {
 
 		aliases:      map[string][]netip.Addr{},
 		aliasApplied: map[string][]string{},
+
+		routesChanged: make(chan struct{}, 1),
 	}
 	s.resetStats()
 	s.routes()
@@ -144,6 +149,9 @@ func (s *Server) Start(ctx context.Context) error {
 		active = append(active, lb.ID)
 	}
 	s.reconcileLBs(active)
+	if kr := s.cfg.KernelRoutes; kr != nil {
+		go s.runKernelRoutes(ctx, *kr)
+	}
 	return nil
 }
 

@@ -31,7 +31,7 @@ if [[ "${1:-}" == "--print-dir" ]]; then
 	exit 0
 fi
 
-all_names="etcd kube-apiserver kubectl kube-controller-manager helm kwok ccm vsphere-ccm stratus-cpv openstack-ccm stratus-occm kube-scheduler kubelet kube-proxy containerd containerd-shim-runc-v2 ctr"
+all_names="etcd kube-apiserver kubectl kube-controller-manager helm kwok ccm vsphere-ccm stratus-cpv openstack-ccm stratus-occm kube-scheduler kubelet kube-proxy agnhost containerd containerd-shim-runc-v2 ctr"
 for name in "$@"; do
 	if [[ " $all_names " != *" $name "* ]]; then
 		echo "kubebins: unknown binary $name (want some of: $all_names)" >&2
@@ -122,6 +122,10 @@ if wanted kubelet; then
 fi
 if wanted kube-proxy; then
 	plan kube-proxy k8s k8s.io/kubernetes/cmd/kube-proxy "$K8S_VERSION" "$k8s_ldflags"
+fi
+# agnhost, Kubernetes' test server, for the real nodes' demo and test pods.
+if wanted agnhost; then
+	plan agnhost k8s k8s.io/kubernetes/test/images/agnhost "$K8S_VERSION" "$k8s_ldflags"
 fi
 for name in containerd containerd-shim-runc-v2 ctr; do
 	if wanted $name; then

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -37,7 +38,11 @@ func (e *env) kubeBins(ctx context.Context) (string, error) {
 		return "", errors.New("control-plane binaries: run from the stratus repository or pass --kube-bin-dir")
 	}
 	script := filepath.Join(e.opts.RepoRoot, "hack", "kubebins", "build.sh")
-	build := exec.CommandContext(ctx, script, devKubeBins...)
+	names := devKubeBins
+	if e.real != nil {
+		names = append(slices.Clone(names), realNodeKubeBins...)
+	}
+	build := exec.CommandContext(ctx, script, names...)
 	build.Dir = e.opts.RepoRoot
 	build.Stdout, build.Stderr = e.out, e.out
 	if err := build.Run(); err != nil {

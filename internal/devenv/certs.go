@@ -40,8 +40,19 @@ const (
 	adminUser     = "stratus-dev-admin"
 	kcmUser       = "system:kube-controller-manager"
 	mastersGroup  = "system:masters"
-	clientCertExt = ".crt"
-	clientKeyExt  = ".key"
+	schedulerUser = "system:kube-scheduler"
+	// kubeProxyUser is the identity the default RBAC binds to
+	// system:node-proxier.
+	kubeProxyUser = "system:kube-proxy"
+	// nodesGroup and nodeUserPrefix make a kubelet's identity, as the Node
+	// authorizer expects it.
+	nodesGroup     = "system:nodes"
+	nodeUserPrefix = "system:node:"
+	// kubernetesServiceIP is the ClusterIP of the kubernetes Service: the
+	// first address of ServiceCIDR.
+	kubernetesServiceIP = "10.96.0.1"
+	clientCertExt       = ".crt"
+	clientKeyExt        = ".key"
 )
 
 func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
@@ -49,7 +60,7 @@ func (p pki) path(name string) string { return filepath.Join(p.dir, name) }
 // ensure creates whatever is missing: the CA, the API server's serving
 // certificate (for 127.0.0.1 and localhost), the service-account key pair and
 // the client certificates of the admin and kube-controller-manager.
-func (p pki) ensure() error {
+func (p pki) ensure(servingIPs ...net.IP) error {
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
 		return fmt.Errorf("pki: %w", err)
 	}
@@ -57,8 +68,16 @@ func (p pki) ensure() error {
 	if err != nil {
 		return err
 	}
+	// The first address of the Service range is the kubernetes Service's
+	// ClusterIP, which pods on real nodes connect to.
+	ips := append([]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback, net.ParseIP(kubernetesServiceIP)}, servingIPs...)
+	if !p.certNames(servingCert, ips) {
+		// An environment started before without these addresses gets a
+		// serving certificate that names them.
+		_ = os.Remove(p.path(servingCert))
+	}
 	if err := p.ensureLeaf("apiserver", pkix.Name{CommonName: "kube-apiserver"}, x509.ExtKeyUsageServerAuth,
-		[]net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}, []string{"localhost", "kubernetes", "kubernetes.default"}, ca, caSigner); err != nil {
+		ips, []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}, ca, caSigner); err != nil {
 		return err
 	}
 	if err := p.ensureLeaf("admin", pkix.Name{CommonName: adminUser, Organization: []string{mastersGroup}}, x509.ExtKeyUsageClientAuth, nil, nil, ca, caSigner); err != nil {
@@ -68,6 +87,31 @@ func (p pki) ensure() error {
 		return err
 	}
 	return p.ensureServiceAccountKey()
+}
+
+// certNames reports whether the certificate file exists and names every
+// address.
+func (p pki) certNames(name string, ips []net.IP) bool {
+	certs, err := certutil.CertsFromFile(p.path(name))
+	if err != nil || len(certs) == 0 {
+		return false
+	}
+	for _, ip := range ips {
+		if certs[0].VerifyHostname(ip.String()) != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// ensureClient writes the client certificate <name>.crt and its key for
+// subject, signed by the CA, unless they exist.
+func (p pki) ensureClient(name string, subject pkix.Name) error {
+	ca, caSigner, err := p.ensureCA()
+	if err != nil {
+		return err
+	}
+	return p.ensureLeaf(name, subject, x509.ExtKeyUsageClientAuth, nil, nil, ca, caSigner)
 }
 
 func (p pki) ensureCA() (*x509.Certificate, crypto.Signer, error) {

@@ -38,6 +38,12 @@ func (e *env) startCloud(ctx context.Context, logger logr.Logger) (*cloudServer,
 		cfg.InstanceCIDR = netip.PrefixFrom(cfg.InstanceCIDR.Addr(), peer.Via.Bits())
 		cfg.PeerNetworks = []minicloud.PeerNetwork{peer}
 	}
+	if e.real != nil {
+		// Real nodes' instances are on the bridge's network, and the
+		// routes minicloud holds are the router's kernel routes.
+		cfg.InstanceCIDR = e.real.net.instancePool()
+		cfg.KernelRoutes = &minicloud.KernelRoutes{Netns: e.real.net.router}
+	}
 	cfg.Logger = logger
 	cloud := &cloudServer{cfg: cfg, addr: e.cloudAddr(), log: logger, say: e.say, base: ctx}
 	if e.openstack() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"crypto/x509/pkix"
 	"fmt"
 	"net"
 	"net/http"
@@ -109,6 +110,17 @@ type ControlPlane struct {
 	// APIServerArgs are added to kube-apiserver's command line (the
 	// benchmark's audit log, for example).
 	APIServerArgs []string
+	// AdvertiseAddress, if set, is the address the API server advertises
+	// (the endpoint of the kubernetes Service): with real nodes, the
+	// environment's host address on the node network, where a forwarder
+	// carries connections to the loopback port. Its serving certificate
+	// names it too.
+	AdvertiseAddress string
+	// Scheduler starts kube-scheduler too (real pods need one; simulated
+	// kubelets run none).
+	Scheduler bool
+	// ClusterCIDR is the pod network of node IPAM (default ClusterCIDR).
+	ClusterCIDR string
 
 	pki   pki
 	procs []*process // in start order
@@ -139,7 +151,11 @@ func (c *ControlPlane) RESTConfig() (*rest.Config, error) {
 // kube-controller-manager. On error, whatever started is stopped again.
 func (c *ControlPlane) Start(ctx context.Context) (err error) {
 	c.pki = pki{dir: filepath.Join(c.Dir, "pki")}
-	if err := c.pki.ensure(); err != nil {
+	var servingIPs []net.IP
+	if c.AdvertiseAddress != "" {
+		servingIPs = append(servingIPs, net.ParseIP(c.AdvertiseAddress))
+	}
+	if err := c.pki.ensure(servingIPs...); err != nil {
 		return err
 	}
 	defer func() {
@@ -156,10 +172,15 @@ func (c *ControlPlane) Start(ctx context.Context) (err error) {
 	if err := c.writeKubeconfig(c.KubeconfigPath(), "admin"); err != nil {
 		return err
 	}
-	if !c.ControllerManager {
-		return nil
+	if c.ControllerManager {
+		if err := c.startControllerManager(ctx); err != nil {
+			return err
+		}
 	}
-	return c.startControllerManager(ctx)
+	if c.Scheduler {
+		return c.startScheduler(ctx)
+	}
+	return nil
 }
 
 func (c *ControlPlane) bin(name string) string { return filepath.Join(c.BinDir, name) }
@@ -207,7 +228,10 @@ func (c *ControlPlane) startAPIServer(ctx context.Context) error {
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
 		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--allow-privileged=true",
-	}, c.APIServerArgs...))
+		// Kubelets (real ones, for logs and exec) are reached at their
+		// InternalIP, never by a name the machine's resolver would look up.
+		"--kubelet-preferred-address-types=InternalIP",
+	}, append(c.apiServerAdvertise(), c.APIServerArgs...)...))
 	if err != nil {
 		return err
 	}
@@ -232,7 +256,7 @@ func (c *ControlPlane) startControllerManager(ctx context.Context) error {
 		"--leader-elect=false",
 		"--cloud-provider=external",
 		"--allocate-node-cidrs=true",
-		"--cluster-cidr=" + ClusterCIDR,
+		"--cluster-cidr=" + c.clusterCIDR(),
 		"--node-cidr-mask-size=24",
 		"--service-cluster-ip-range=" + ServiceCIDR,
 		"--node-monitor-grace-period=" + NodeMonitorGracePeriod.String(),
@@ -247,6 +271,86 @@ func (c *ControlPlane) startControllerManager(ctx context.Context) error {
 	}
 	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // self-signed serving cert of KCM; /healthz only
 	return waitHTTP(ctx, p, hc, "https://127.0.0.1:"+strconv.Itoa(c.Ports.ControllerManager)+"/healthz", "kube-controller-manager")
+}
+
+func (c *ControlPlane) apiServerAdvertise() []string {
+	if c.AdvertiseAddress == "" {
+		return nil
+	}
+	return []string{"--advertise-address=" + c.AdvertiseAddress}
+}
+
+func (c *ControlPlane) clusterCIDR() string {
+	if c.ClusterCIDR != "" {
+		return c.ClusterCIDR
+	}
+	return ClusterCIDR
+}
+
+// startScheduler starts kube-scheduler with a client certificate of its own
+// (system:kube-scheduler, which the API server's default RBAC serves).
+func (c *ControlPlane) startScheduler(ctx context.Context) error {
+	kc := filepath.Join(c.Dir, "kube-scheduler.kubeconfig")
+	if err := c.WriteClientKubeconfig(kc, "kube-scheduler", schedulerUser, nil, c.APIServerURL(), ""); err != nil {
+		return err
+	}
+	port, err := freePort()
+	if err != nil {
+		return err
+	}
+	p, err := c.start("kube-scheduler", []string{
+		"--kubeconfig=" + kc,
+		"--authentication-kubeconfig=" + kc,
+		"--authorization-kubeconfig=" + kc,
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--leader-elect=false",
+	})
+	if err != nil {
+		return err
+	}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}} // self-signed serving cert; /healthz only
+	return waitHTTP(ctx, p, hc, "https://127.0.0.1:"+strconv.Itoa(port)+"/healthz", "kube-scheduler")
+}
+
+// WriteClientKubeconfig writes a kubeconfig at path for a client
+// certificate <name>.crt (created, signed by the environment's CA, unless
+// it exists) of user cn in groups orgs, for the API server at server;
+// tlsServerName, if set, is the name its certificate is checked for (an
+// address the certificate does not name is reached through a forwarder).
+func (c *ControlPlane) WriteClientKubeconfig(path, name, cn string, orgs []string, server, tlsServerName string) error {
+	if err := c.pki.ensureClient(name, pkix.Name{CommonName: cn, Organization: orgs}); err != nil {
+		return err
+	}
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["stratus-dev"] = &clientcmdapi.Cluster{
+		Server:               server,
+		CertificateAuthority: c.pki.path(caCert),
+		TLSServerName:        tlsServerName,
+	}
+	cfg.AuthInfos[name] = &clientcmdapi.AuthInfo{
+		ClientCertificate: c.pki.path(name + clientCertExt),
+		ClientKey:         c.pki.path(name + clientKeyExt),
+	}
+	cfg.Contexts["stratus-dev"] = &clientcmdapi.Context{Cluster: "stratus-dev", AuthInfo: name}
+	cfg.CurrentContext = "stratus-dev"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("write kubeconfig %s: %w", path, err)
+	}
+	return nil
+}
+
+// CAFile is the environment's CA certificate.
+func (c *ControlPlane) CAFile() string { return c.pki.path(caCert) }
+
+// freePort returns a TCP port on 127.0.0.1 that is free now.
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("find a free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 // Stop stops the components in reverse order (the API server before etcd, or

@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +46,8 @@ type env struct {
 	}
 	// vc is the simulated vCenter of --cloud vsphere (else nil).
 	vc *vcsim.Server
+	// real is set with --real-nodes.
+	real *realNodes
 }
 
 func (e *env) vsphere() bool { return e.opts.Cloud == CloudVSphere }
@@ -79,9 +83,21 @@ func (e *env) run(ctx context.Context) error {
 	if e.ports, err = e.choosePorts(); err != nil {
 		return err
 	}
+	if e.opts.RealNodes {
+		rn, err := newRealNet(e.block)
+		if err != nil {
+			return err
+		}
+		e.real = &realNodes{net: rn, dir: filepath.Join(e.opts.StateDir, "real-nodes")}
+	}
 	bins, err := e.kubeBins(ctx)
 	if err != nil {
 		return err
+	}
+	if e.real != nil {
+		if err := checkRealNodeHost(bins); err != nil {
+			return err
+		}
 	}
 
 	// Every component is stopped when run returns, in reverse start order,
@@ -90,12 +106,30 @@ func (e *env) run(ctx context.Context) error {
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	e.say("starting etcd, kube-apiserver and kube-controller-manager (logs in %s)", filepath.Join(e.opts.StateDir, "logs"))
 	e.cp = &ControlPlane{Dir: e.opts.StateDir, BinDir: bins, Ports: e.ports, ControllerManager: true}
+	if e.real != nil {
+		e.say("creating the real nodes' network: router namespace %s, node network %s, pod network %s", e.real.net.router, e.real.net.nodeNet, e.real.net.podNet)
+		if err := e.real.net.up(runCtx); err != nil {
+			return err
+		}
+		defer e.real.net.down(stopCtx)
+		e.cp.AdvertiseAddress = e.real.net.hostIP.String()
+		e.cp.Scheduler = true
+		e.cp.ClusterCIDR = e.real.net.podNet.String()
+		e.real.cp, e.real.binDir = e.cp, bins
+		e.say("starting etcd, kube-apiserver, kube-controller-manager and kube-scheduler (logs in %s)", filepath.Join(e.opts.StateDir, "logs"))
+	} else {
+		e.say("starting etcd, kube-apiserver and kube-controller-manager (logs in %s)", filepath.Join(e.opts.StateDir, "logs"))
+	}
 	if err := e.cp.Start(runCtx); err != nil {
 		return err
 	}
 	defer e.cp.Stop(stopCtx)
+	if e.real != nil {
+		if err := e.real.net.forward(e.ports.APIServer, net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.APIServer))); err != nil {
+			return err
+		}
+	}
 	failed := e.cp.Exited(runCtx)
 	restCfg, err := e.cp.RESTConfig()
 	if err != nil {
@@ -112,6 +146,11 @@ func (e *env) run(ctx context.Context) error {
 		return err
 	}
 	defer func() { _ = cloud.stop() }()
+	if e.real != nil {
+		if err := e.real.net.forward(e.ports.Minicloud, e.cloudAddr()); err != nil {
+			return err
+		}
+	}
 	if e.openstack() {
 		e.say("minicloud serves its OpenStack dialect at %s (Keystone, Nova, Neutron, Octavia)", OpenStackIdentityURL(e.cloud.url))
 	}
@@ -171,6 +210,17 @@ func (e *env) run(ctx context.Context) error {
 	f := &fleet{list: minicloudMachines(e.cloud.client), client: cs, say: e.say}
 	if e.vsphere() {
 		f.list = vsphereMachines(e.vc, peerNetwork(e.block))
+	}
+	if e.real != nil {
+		managerBin, err := e.managerBinary(runCtx)
+		if err != nil {
+			return err
+		}
+		e.say("building the images the real nodes import (pause, agnhost, stratus-ccm)")
+		if err := e.real.prepare(runCtx, e.opts.RepoRoot, managerBin); err != nil {
+			return err
+		}
+		f.list = e.real.machines(e.cloud.client, cs)
 	}
 	fleetDone := make(chan struct{})
 	go func() { defer close(fleetDone); f.run(runCtx) }()

@@ -25,6 +25,9 @@ type machine struct {
 	// Gone says what happened when it stops running, e.g. "instance i-1
 	// stopped or deleted".
 	Gone string
+	// run, if set, runs the machine's node instead of Kubelet (a real
+	// node: kubelet, containerd and kube-proxy) until ctx is done.
+	run func(ctx context.Context) error
 }
 
 // fleet runs one simulated kubelet per running machine that list returns:
@@ -104,10 +107,15 @@ func (f *fleet) sync(ctx context.Context) {
 		f.kubelets[id] = k
 		kubelet := m.Kubelet
 		kubelet.Client = f.client
+		run := kubelet.Run
+		if m.run != nil {
+			run = m.run
+		}
 		go func() {
 			defer close(k.done)
-			if err := kubelet.Run(kctx); err != nil && kctx.Err() == nil {
+			if err := run(kctx); err != nil && kctx.Err() == nil {
 				logger.Error(err, "kubelet stopped", "node", kubelet.Name)
+				f.say("node %s: stopped: %v", kubelet.Name, err)
 			}
 		}()
 		f.say("node %s: kubelet started for %s", m.Kubelet.Name, m.What)

@@ -43,7 +43,7 @@ func (e *env) managerArgs() []string {
 	}
 	return append(args,
 		"--cluster-name="+ClusterName,
-		"--cluster-cidr="+ClusterCIDR,
+		"--cluster-cidr="+e.clusterCIDR(),
 		"--leader-elect=false",
 		"--bind-address=127.0.0.1",
 		"--secure-port="+strconv.Itoa(e.ports.Manager),
@@ -52,6 +52,14 @@ func (e *env) managerArgs() []string {
 		// default 1m is for real clusters); keeps the demo snappy.
 		"--node-deletion-grace-period="+NodeDeletionGracePeriod.String(),
 	)
+}
+
+// clusterCIDR is the pod network: the real nodes' own, else ClusterCIDR.
+func (e *env) clusterCIDR() string {
+	if e.real != nil {
+		return e.real.net.podNet.String()
+	}
+	return ClusterCIDR
 }
 
 func (e *env) cloudConfigPath() string { return filepath.Join(e.opts.StateDir, "minicloud.yaml") }

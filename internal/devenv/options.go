@@ -64,6 +64,13 @@ type Options struct {
 	// ManagerBinary is the stratus-ccm to run; if empty, the stratus-ccm
 	// next to the running executable, else one built from RepoRoot.
 	ManagerBinary string
+	// RealNodes runs every node as a real one (--real-nodes): a kubelet,
+	// containerd and kube-proxy in a network namespace of its own on a
+	// bridge of the environment's, at its instance's private IP, with pods
+	// whose cross-node traffic flows through minicloud's routes. Needs root
+	// and the Debian packages hack/ci-packages.txt lists; only with the
+	// minicloud cloud.
+	RealNodes bool
 	// NoManager runs everything but the manager (to run it yourself, e.g.
 	// in a debugger, with the flags in <state-dir>/manager.args).
 	NoManager bool
@@ -86,6 +93,9 @@ func (o *Options) defaults() error {
 	}
 	if !slices.Contains(Clouds, o.Cloud) {
 		return fmt.Errorf("--cloud %q: want one of %s", o.Cloud, strings.Join(Clouds, ", "))
+	}
+	if o.RealNodes && o.Cloud != CloudMinicloud {
+		return fmt.Errorf("--real-nodes: only with --cloud %s (got --cloud %s)", CloudMinicloud, o.Cloud)
 	}
 	if o.Nodes == 0 {
 		o.Nodes = DefaultNodes

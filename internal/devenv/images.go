@@ -1,0 +1,170 @@
+package devenv
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/tarball"
+)
+
+// The images real nodes run, under the names the kubelet and the chart ask
+// for, so that no kubelet ever tries to pull: no registry is reachable.
+const (
+	// pauseImage is every pod's sandbox (containerd's pinned sandbox image).
+	pauseImage = "registry.k8s.io/pause:3.10.2"
+	// AgnhostImage is Kubernetes' test server (netexec and friends), built
+	// from the k8s.io/kubernetes module at the pinned version.
+	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
+	// ManagerImageRepository and ManagerImageTag name the stratus-ccm image
+	// the chart runs on real nodes.
+	ManagerImageRepository = "ghcr.io/stratus-ccm/stratus-ccm"
+	ManagerImageTag        = "dev"
+)
+
+// imageSpec is a one-layer image: a static binary and how to run it.
+type imageSpec struct {
+	ref string
+	// bin is the binary's path on this machine, put at path in the image.
+	bin, path  string
+	entrypoint []string
+	// user, if set, is the user the image runs as (uid:gid).
+	user string
+}
+
+// buildImages writes each image as an archive that containerd imports
+// (docker-archive layout, tagged) into dir, reusing an archive whose binary
+// did not change, and returns the archives' paths.
+func buildImages(dir string, specs []imageSpec) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("images: %w", err)
+	}
+	var paths []string
+	for _, s := range specs {
+		sum, err := fileSum(s.bin)
+		if err != nil {
+			return nil, fmt.Errorf("image %s: %w", s.ref, err)
+		}
+		path := filepath.Join(dir, sum[:16]+"-"+filepath.Base(s.path)+".tar")
+		if _, err := os.Stat(path); err != nil {
+			if err := writeImage(path, s); err != nil {
+				return nil, fmt.Errorf("image %s: %w", s.ref, err)
+			}
+		}
+		paths = append(paths, path)
+	}
+	return paths, nil
+}
+
+// writeImage builds the image of s and writes it to path.
+func writeImage(path string, s imageSpec) error {
+	data, err := os.ReadFile(s.bin)
+	if err != nil {
+		return err
+	}
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	for _, d := range parentDirs(s.path) {
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755}); err != nil {
+			return err
+		}
+	}
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: s.path[1:], Mode: 0o755, Size: int64(len(data))}); err != nil {
+		return err
+	}
+	if _, err := tw.Write(data); err != nil {
+		return err
+	}
+	if err := tw.Close(); err != nil {
+		return err
+	}
+	raw := layer.Bytes()
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil })
+	if err != nil {
+		return err
+	}
+	img, err := mutate.AppendLayers(empty.Image, l)
+	if err != nil {
+		return err
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		return err
+	}
+	cf = cf.DeepCopy()
+	cf.OS, cf.Architecture = "linux", runtime.GOARCH
+	cf.Config = v1.Config{Entrypoint: s.entrypoint, User: s.user, Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"}}
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return err
+	}
+	tag, err := name.NewTag(s.ref)
+	if err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := tarball.WriteToFile(tmp, tag, img); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// parentDirs returns "usr", "usr/local", "usr/local/bin" for
+// "/usr/local/bin/x".
+func parentDirs(p string) []string {
+	var out []string
+	for d := filepath.Dir(p); d != "/" && d != "."; d = filepath.Dir(d) {
+		out = append([]string{d[1:]}, out...)
+	}
+	return out
+}
+
+// fileSum returns the hex SHA-256 of a file.
+func fileSum(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// buildPause builds the pause command of this repository into dir.
+func buildPause(ctx context.Context, repoRoot, dir string) (string, error) {
+	out := filepath.Join(dir, "pause")
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./internal/devenv/pause")
+	cmd.Dir = repoRoot
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("build pause: %w\n%s", err, msg)
+	}
+	return out, nil
+}
+
+// realNodeImages are the images every real node gets: the sandbox, agnhost
+// and the manager's.
+func realNodeImages(pause, agnhost, manager string) []imageSpec {
+	return []imageSpec{
+		{ref: pauseImage, bin: pause, path: "/pause", entrypoint: []string{"/pause"}, user: "65535:65535"},
+		{ref: AgnhostImage, bin: agnhost, path: "/agnhost", entrypoint: []string{"/agnhost"}},
+		// As the Dockerfile builds it: the static binary at the same path,
+		// running as distroless' nonroot user, which the chart expects.
+		{ref: ManagerImageRepository + ":" + ManagerImageTag, bin: manager, path: "/usr/local/bin/stratus-ccm", entrypoint: []string{"/usr/local/bin/stratus-ccm"}, user: "65532:65532"},
+	}
+}

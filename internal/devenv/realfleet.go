@@ -1,0 +1,148 @@
+package devenv
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/minicloud/client"
+)
+
+// realNodeKubeBins are the pinned binaries --real-nodes needs beyond
+// devKubeBins.
+var realNodeKubeBins = []string{"kube-scheduler", "kubelet", "kube-proxy", "agnhost", "containerd", "containerd-shim-runc-v2", "ctr", "helm"}
+
+// realNodes is what an environment with real nodes shares between them.
+type realNodes struct {
+	net    *realNet
+	cp     *ControlPlane
+	binDir string
+	// dir holds nodes/<name>/ (each node's state) and images/.
+	dir string
+	// images are the archives every node imports.
+	images []string
+	// proxyKubeconfig is kube-proxy's (one identity for every node).
+	proxyKubeconfig string
+}
+
+// apiServerURL is where nodes reach the API server: the forwarder on the
+// host's address of the node network.
+func (r *realNodes) apiServerURL() string {
+	return "https://" + netip.AddrPortFrom(r.net.hostIP, uint16(r.cp.Ports.APIServer)).String()
+}
+
+// prepare writes what every node shares: kube-proxy's kubeconfig and the
+// images.
+func (r *realNodes) prepare(ctx context.Context, repoRoot, managerBin string) error {
+	r.proxyKubeconfig = filepath.Join(r.dir, "kube-proxy.kubeconfig")
+	if err := r.cp.WriteClientKubeconfig(r.proxyKubeconfig, "kube-proxy", kubeProxyUser, nil, r.apiServerURL(), ""); err != nil {
+		return err
+	}
+	imgDir := filepath.Join(r.dir, "images")
+	pause, err := buildPause(ctx, repoRoot, imgDir)
+	if err != nil {
+		return err
+	}
+	r.images, err = buildImages(imgDir, realNodeImages(pause, filepath.Join(r.binDir, "agnhost"), managerBin))
+	return err
+}
+
+// machines lists the running minicloud instances tagged as nodes, each
+// to run as a real node at its private IP.
+func (r *realNodes) machines(cloud *client.Client, cs kubernetes.Interface) func(context.Context) ([]machine, error) {
+	return func(ctx context.Context) ([]machine, error) {
+		instances, err := cloud.ListInstances(ctx, client.ListOptions{Tags: map[string]string{NodeTagKey: NodeTagValue}})
+		if err != nil {
+			return nil, err
+		}
+		var out []machine
+		for _, in := range instances {
+			if in.State != api.InstanceRunning {
+				continue
+			}
+			ip, err := netip.ParseAddr(in.PrivateIP)
+			if err != nil || !r.net.nodeNet.Contains(ip) {
+				log.FromContext(ctx).Info("instance is not on the real nodes' network; no node for it", "instance", in.ID, "ip", in.PrivateIP)
+				continue
+			}
+			out = append(out, machine{
+				ID:      in.ID,
+				Kubelet: Kubelet{Name: in.Name, IP: in.PrivateIP},
+				What:    "instance " + in.ID + " (" + in.Zone + ", " + in.PrivateIP + "; kubelet, containerd and kube-proxy in network namespace " + r.net.nodeNetns(in.Name) + ")",
+				Gone:    "instance " + in.ID + " stopped or deleted: its processes and pods were killed",
+				run:     r.runNode(in.Name, ip, cs),
+			})
+		}
+		return out, nil
+	}
+}
+
+// runNode returns the life of one real node: started, its pod network
+// configured once node IPAM gave it a range, and stopped as a machine
+// powered off when ctx ends.
+func (r *realNodes) runNode(name string, ip netip.Addr, cs kubernetes.Interface) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		n := &realNode{
+			name: name, ip: ip, net: r.net, binDir: r.binDir,
+			dir:    filepath.Join(r.dir, "nodes", name),
+			logDir: r.cp.LogDir(),
+		}
+		kc := filepath.Join(n.dir, "kubelet.kubeconfig")
+		if err := r.cp.WriteClientKubeconfig(kc, "node-"+name, nodeUserPrefix+name, []string{nodesGroup}, r.apiServerURL(), ""); err != nil {
+			return err
+		}
+		if err := n.start(ctx, r.images, kc, r.proxyKubeconfig, r.cp.CAFile()); err != nil {
+			return err
+		}
+		defer n.stop(context.WithoutCancel(ctx))
+		// The node's pod network is configured once node IPAM has given
+		// it a range, as a CNI daemon would; the kubelet reports the node
+		// NotReady until then.
+		err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+			node, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+			if err != nil || node.Spec.PodCIDR == "" {
+				return false, nil
+			}
+			if err := n.writeCNIConfig(node.Spec.PodCIDR); err != nil {
+				return false, err
+			}
+			return true, nil
+		})
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		// A node process that dies ends the node (the fleet starts it
+		// again at its next pass), as a crashed machine would be replaced.
+		exited := make(chan error, len(n.procs))
+		for _, p := range n.procs {
+			go func() {
+				select {
+				case <-p.exited():
+					exited <- p.exitErr()
+				case <-ctx.Done():
+				}
+			}()
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case err := <-exited:
+			return fmt.Errorf("node %s: %w (logs in %s)", name, err, r.cp.LogDir())
+		}
+	}
+}
+
+// realNodeSummary says where a real node's logs are.
+func realNodeSummary(r *realNodes) string {
+	return "real nodes: kubelet, containerd and kube-proxy (nftables) in network namespaces stratus-" + strconv.Itoa(r.net.block) + "-<node> on " + r.net.nodeNet.String() +
+		"; pod network " + r.net.podNet.String() + " routed only by minicloud's routes"
+}
