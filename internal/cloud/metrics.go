@@ -70,7 +70,13 @@ var (
 		queued: prometheus.NewDesc("stratus_cloud_budget_queued",
 			"Calls waiting for the provider's request budget, by priority class.",
 			[]string{"provider", "priority"}, nil),
-		byName: map[string]*budget{},
+		down: prometheus.NewDesc("stratus_cloud_provider_down",
+			"1 while the provider is in an outage (its last calls in a row failed with transient or throttling errors), else 0.",
+			[]string{"provider"}, nil),
+		pluginConnected: prometheus.NewDesc("stratus_cloud_plugin_connected",
+			"For a provider served by a plugin process: 1 while the manager's connection to the plugin is up, else 0.",
+			[]string{"provider"}, nil),
+		byName: map[string]*Provider{},
 	}
 )
 
@@ -78,36 +84,57 @@ func init() {
 	metrics.Registry.MustRegister(requestsTotal, requestDuration, budgetWait, throttledTotal, cacheHits, cacheMisses, recoveries, watchRestarts, budgets)
 }
 
-// budgetCollector reports each provider's available tokens and queue at scrape
-// time, so the gauges show the bucket refilling while no calls are made.
+// budgetCollector reports each provider's available tokens, queue and health
+// at scrape time, so the gauges show the bucket refilling while no calls are
+// made and a plugin's connection as it is now.
 type budgetCollector struct {
-	available *prometheus.Desc
-	queued    *prometheus.Desc
-	mu        sync.Mutex
-	byName    map[string]*budget
+	available       *prometheus.Desc
+	queued          *prometheus.Desc
+	down            *prometheus.Desc
+	pluginConnected *prometheus.Desc
+	mu              sync.Mutex
+	byName          map[string]*Provider
 }
 
-// track makes name's gauge report b (the newest provider of that name wins).
-func (c *budgetCollector) track(name string, b *budget) {
+// connector is a provider whose connection can be down while the process
+// runs: a plugin client.
+type connector interface{ Connected() bool }
+
+// track makes name's gauges report p (the newest provider of that name wins).
+func (c *budgetCollector) track(name string, p *Provider) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.byName[name] = b
+	c.byName[name] = p
 }
 
 // Describe implements prometheus.Collector.
 func (c *budgetCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- c.available
 	ch <- c.queued
+	ch <- c.down
+	ch <- c.pluginConnected
 }
 
 // Collect implements prometheus.Collector.
 func (c *budgetCollector) Collect(ch chan<- prometheus.Metric) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for name, b := range c.byName {
+	for name, p := range c.byName {
+		b := p.budget
 		ch <- prometheus.MustNewConstMetric(c.available, prometheus.GaugeValue, b.available(), name)
 		for prio, n := range b.queued() {
 			ch <- prometheus.MustNewConstMetric(c.queued, prometheus.GaugeValue, float64(n), name, Priority(prio).String())
 		}
+		ch <- prometheus.MustNewConstMetric(c.down, prometheus.GaugeValue, boolValue(p.down()), name)
+		if pc, ok := p.raw.(connector); ok {
+			ch <- prometheus.MustNewConstMetric(c.pluginConnected, prometheus.GaugeValue, boolValue(pc.Connected()), name)
+		}
 	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -113,6 +113,14 @@ func (p *Provider) observeOutcome(err error) {
 	}
 }
 
+// down reports whether p is in an outage: its last outageCalls calls or more
+// failed with transient or throttling errors.
+func (p *Provider) down() bool {
+	p.obs.mu.Lock()
+	defer p.obs.mu.Unlock()
+	return p.obs.fails >= outageCalls
+}
+
 // observeExists records the answer of an InstanceExists call to a provider that
 // cannot list, for KnownGone.
 func (p *Provider) observeExists(node *v1.Node, exists bool) {

@@ -93,7 +93,7 @@ func NewProvider(name string, raw cloudprovider.Interface, opts ...Option) *Prov
 	if _, ok := p.instanceLister(); ok {
 		p.cache = newInstanceCache(p, o.freshness)
 	}
-	budgets.track(name, p.budget)
+	budgets.track(name, p)
 	return p
 }
 

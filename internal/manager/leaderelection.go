@@ -62,6 +62,9 @@ func newLeaseLock(o *Options, cfg *rest.Config) (*watchedLock, error) {
 // calls onTaken.
 func (l *watchedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
 	rec, raw, err := l.Interface.Get(ctx)
+	if err == nil && rec != nil {
+		leaseTransitions.WithLabelValues(l.Describe()).Set(float64(rec.LeaderTransitions))
+	}
 	if err != nil || rec == nil || rec.HolderIdentity == "" || rec.HolderIdentity == l.Identity() {
 		return rec, raw, err
 	}

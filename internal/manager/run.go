@@ -225,6 +225,16 @@ func (o *Options) newManager(ctx context.Context, restCfg *rest.Config, cfg *Con
 			return nil, err
 		}
 	}
+	hooks, err := o.newWebhookServer(mgr, clouds, logger.WithName("webhook"))
+	if err != nil {
+		return nil, err
+	}
+	if hooks != nil {
+		if err := mgr.Add(hooks); err != nil {
+			return nil, err
+		}
+		health.add("webhook", hooks.StartedChecker())
+	}
 	starter := &controllerStarter{opts: o, cfg: cfg, mgr: mgr, clouds: clouds, restCfg: restCfg, health: health, log: logger}
 	if err := mgr.Add(starter); err != nil {
 		return nil, err
@@ -264,6 +274,8 @@ func (s *controllerStarter) NeedLeaderElection() bool { return true }
 // Start initializes the providers and starts the controllers; it returns when ctx
 // is done and the informers have stopped.
 func (s *controllerStarter) Start(ctx context.Context) error {
+	leaderGauge.Set(1)
+	defer leaderGauge.Set(0)
 	builder := clientbuilder.SimpleControllerClientBuilder{ClientConfig: s.restCfg}
 	for _, p := range s.clouds.Providers() {
 		s.log.Info("initializing provider", "provider", p.Name())

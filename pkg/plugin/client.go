@@ -411,6 +411,10 @@ func (c *Client) garbled(method string, err error) error {
 	return fmt.Errorf("plugin %s: %s: %w: %w", c.addr, method, ErrProtocol, err)
 }
 
+// Connected reports whether the connection to the plugin is up now. While it
+// is not, every call fails with ErrUnavailable; the client keeps reconnecting.
+func (c *Client) Connected() bool { return c.conn.GetState() == connectivity.Ready }
+
 // Close stops the connection to the plugin.
 func (c *Client) Close() error {
 	var err error

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -66,6 +67,7 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 		return false, fmt.Errorf("cloud node controller: %w", err)
 	}
 	r := &reconciler{client: mgr.GetClient(), reader: mgr.GetAPIReader(), clouds: clouds, recorder: recorder}
+	nodeStates.Track(r.nodeEntries, clock.RealClock{})
 	c, err := controller.New("cloud-node", mgr, controller.Options{
 		Reconciler:              r,
 		MaxConcurrentReconciles: opts.Workers,

@@ -104,6 +104,7 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 
 		provisioning: newProvisioningListings(provisioningFreshness, opts.Clock),
 	}
+	loadBalancerStates.Track(c.loadBalancerEntries, opts.Clock)
 
 	svcCtrl, err := controller.New(Name, mgr, controller.Options{
 		Reconciler:              c,

@@ -1,8 +1,15 @@
 package service
 
 import (
+	"context"
+
 	"github.com/prometheus/client_golang/prometheus"
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/stratus-ccm/stratus/internal/controller/statemetrics"
 )
 
 // Upstream's service controller metrics keep their names (subsystem
@@ -43,9 +50,66 @@ var (
 		Name: "stratus_service_drift_repairs_total",
 		Help: "Load balancers re-ensured because the periodic check found them missing or different.",
 	}, []string{"provider", "reason"})
+	loadBalancerStates = statemetrics.New("stratus_service_load_balancers",
+		"LoadBalancer Services this manager serves, by provider and state (provisioning, ready, no_backends, failing, invalid), from their LoadBalancerReady condition.",
+		"Seconds since the oldest LoadBalancer Service in the state entered it (its LoadBalancerReady condition's last transition; for one without the condition, its creation).")
 )
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(lbSyncTotal, nodeSyncErrors, nodeSyncLatency, updateHostLatency,
-		provisioningLatency, backendBatches, orphansDeleted, driftRepairs)
+		provisioningLatency, backendBatches, orphansDeleted, driftRepairs, loadBalancerStates)
+}
+
+// States of a LoadBalancer Service, the state label of
+// stratus_service_load_balancers.
+const (
+	stateProvisioning = "provisioning"
+	stateReady        = "ready"
+	stateNoBackends   = "no_backends"
+	stateFailing      = "failing"
+	stateInvalid      = "invalid"
+)
+
+// loadBalancerState returns svc's state and since when it is in it, from its
+// LoadBalancerReady condition.
+func loadBalancerState(svc *v1.Service) (string, metav1.Time) {
+	cond := meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady)
+	if cond == nil {
+		return stateProvisioning, svc.CreationTimestamp
+	}
+	state := stateProvisioning
+	switch cond.Reason {
+	case ReasonReady:
+		state = stateReady
+	case ReasonNoBackends:
+		state = stateNoBackends
+	case ReasonCloudError:
+		state = stateFailing
+	case ReasonInvalidConfiguration:
+		state = stateInvalid
+	}
+	return state, cond.LastTransitionTime
+}
+
+// loadBalancerEntries lists the LoadBalancer Services this controller serves
+// from the manager's cache, for stratus_service_load_balancers.
+func (c *Controller) loadBalancerEntries(ctx context.Context) ([]statemetrics.Entry, error) {
+	var list v1.ServiceList
+	if err := c.client.List(ctx, &list); err != nil {
+		return nil, err
+	}
+	var out []statemetrics.Entry
+	for i := range list.Items {
+		svc := &list.Items[i]
+		if !wantsLB(svc) || svc.DeletionTimestamp != nil {
+			continue
+		}
+		p := c.clouds.ForService(svc)
+		if p == nil || !supportsLB(p) {
+			continue
+		}
+		state, since := loadBalancerState(svc)
+		out = append(out, statemetrics.Entry{Provider: p.Name(), State: state, Since: since.Time})
+	}
+	return out, nil
 }
