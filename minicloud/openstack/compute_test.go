@@ -2,7 +2,9 @@ package openstack_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -219,6 +221,66 @@ func TestNovaServers(t *testing.T) {
 	}
 	_, err = flavors.Get(ctx, e.compute, "m1.tiny").Extract()
 	wantStatus(t, err, http.StatusNotFound)
+}
+
+// TestFlavorsZonesImages: the flavor filters and sort keys Nova accepts
+// (the openstack command sends is_public=True or None), extra specs (none),
+// the zones' detail refused to a project as Nova's policy refuses it, and
+// an image service without images (the command builds an image client for
+// every server list).
+func TestFlavorsZonesImages(t *testing.T) {
+	e := startEnv(t, minicloudtest.Options{}, openstack.Options{})
+	tok := e.token(t)
+	flavorNames := func(path string) []string {
+		t.Helper()
+		status, _, body := e.raw(t, "GET", path, "", tok)
+		if status != 200 {
+			t.Fatalf("%s: %d %v", path, status, body)
+		}
+		var out []string
+		for _, f := range body["flavors"].([]any) {
+			out = append(out, f.(map[string]any)["name"].(string))
+		}
+		return out
+	}
+	for path, want := range map[string][]string{
+		"/compute/v2.1/flavors":                                             {"mc.large", "mc.medium", "mc.small"},
+		"/compute/v2.1/flavors/detail?is_public=None":                       {"mc.large", "mc.medium", "mc.small"},
+		"/compute/v2.1/flavors/detail?is_public=True":                       {"mc.large", "mc.medium", "mc.small"},
+		"/compute/v2.1/flavors?is_public=false":                             nil,
+		"/compute/v2.1/flavors?minRam=4096&sort_key=memory_mb":              {"mc.medium", "mc.large"},
+		"/compute/v2.1/flavors?sort_key=vcpus&sort_dir=desc":                {"mc.large", "mc.medium", "mc.small"},
+		"/compute/v2.1/flavors?minDisk=1":                                   nil,
+		"/compute/v2.1/flavors?sort_key=name&sort_dir=desc&limit=1":         {"mc.small"},
+		"/compute/v2.1/flavors?sort_key=memory_mb&limit=2&marker=mc.medium": {"mc.large"},
+	} {
+		if got := flavorNames(path); !slices.Equal(got, want) {
+			t.Errorf("%s: %v, want %v", path, got, want)
+		}
+	}
+	for _, path := range []string{"?is_public=maybe", "?minRam=-1", "?sort_key=color", "?sort_dir=up", "?color=red"} {
+		if status, _, body := e.raw(t, "GET", "/compute/v2.1/flavors"+path, "", tok); status != 400 || body["badRequest"] == nil {
+			t.Errorf("flavors%s: %d %v, want 400 badRequest", path, status, body)
+		}
+	}
+	if status, _, body := e.raw(t, "GET", "/compute/v2.1/flavors/mc.small/os-extra_specs", "", tok); status != 200 || fmt.Sprint(body["extra_specs"]) != "map[]" {
+		t.Errorf("extra specs: %d %v", status, body)
+	}
+	if status, _, _ := e.raw(t, "GET", "/compute/v2.1/flavors/m1.tiny/os-extra_specs", "", tok); status != 404 {
+		t.Errorf("extra specs of an unknown flavor: %d", status)
+	}
+	if status, _, body := e.raw(t, "GET", "/compute/v2.1/os-availability-zone/detail", "", tok); status != 403 || body["forbidden"] == nil {
+		t.Errorf("zone detail: %d %v, want 403 forbidden", status, body)
+	}
+	if status, _, body := e.raw(t, "GET", "/image/v2/images?limit=20", "", tok); status != 200 || fmt.Sprint(body["images"]) != "[]" {
+		t.Errorf("images: %d %v", status, body)
+	}
+	if status, _, _ := e.raw(t, "GET", "/image/v2/images/4c1d6a2e-7ad5-4a0c-9b28-4be0e9a2a5e1", "", tok); status != 404 {
+		t.Errorf("an image: %d, want 404", status)
+	}
+	if status, _, _ := e.raw(t, "GET", "/image/v2/images", "", ""); status != 401 {
+		t.Errorf("images without a token: %d, want 401", status)
+	}
 }
 
 // TestFaults: minicloud's injected faults and 429s reach dialect

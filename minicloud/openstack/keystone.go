@@ -301,6 +301,7 @@ func catalog(base string) []any {
 		entry("compute", "nova", ComputePrefix+"/v2.1"),
 		entry("network", "neutron", NetworkPrefix+"/"),
 		entry("load-balancer", "octavia", LoadBalancerPrefix+"/"),
+		entry("image", "glance", ImagePrefix+"/"),
 	}
 }
 

@@ -52,12 +52,19 @@ func (d *Dialect) novaRoutes() {
 	d.handle(computeSvc, "GET /compute/v2.1/flavors", false, d.nova(d.listFlavors(false)))
 	d.handle(computeSvc, "GET /compute/v2.1/flavors/detail", false, d.nova(d.listFlavors(true)))
 	d.handle(computeSvc, "GET /compute/v2.1/flavors/{id}", false, d.nova(d.getFlavor))
+	d.handle(computeSvc, "GET /compute/v2.1/flavors/{id}/os-extra_specs", false, d.nova(d.flavorExtraSpecs))
+	d.handle(computeSvc, "GET /compute/v2.1/flavors/{id}/os-extra_specs/{key}", false, d.nova(d.flavorExtraSpec))
 	d.handle(computeSvc, "GET /compute/v2.1/os-availability-zone", false, d.nova(func(*request, int) (int, any, error) {
 		var zones []any
 		for _, z := range minicloud.Zones {
 			zones = append(zones, map[string]any{"zoneName": z, "zoneState": map[string]bool{"available": true}, "hosts": nil})
 		}
 		return http.StatusOK, map[string]any{"availabilityZoneInfo": zones}, nil
+	}))
+	// The detail (with hosts) is for administrators only; a project's
+	// token is refused as Nova's policy refuses it.
+	d.handle(computeSvc, "GET /compute/v2.1/os-availability-zone/detail", false, d.nova(func(*request, int) (int, any, error) {
+		return 0, nil, errf(http.StatusForbidden, "Policy doesn't allow os_compute_api:os-availability-zone:detail to be performed.")
 	}))
 }
 
@@ -314,17 +321,103 @@ func (d *Dialect) getServer(r *request, minor int) (int, any, error) {
 	return http.StatusOK, map[string]any{"server": toServer(r, *inst, minor)}, nil
 }
 
-func flavorBody(r *request, it api.InstanceType, detail bool) map[string]any {
+func flavorBody(r *request, it api.InstanceType, detail bool, minor int) map[string]any {
 	f := map[string]any{
 		"id": it.Name, "name": it.Name,
 		"links": []link{{Href: r.base + ComputePrefix + "/v2.1/flavors/" + it.Name, Rel: "self"}},
+	}
+	if minor >= 55 {
+		f["description"] = nil
 	}
 	if detail {
 		f["vcpus"], f["ram"], f["disk"], f["swap"] = it.VCPUs, it.MemoryMB, 0, ""
 		f["OS-FLV-EXT-DATA:ephemeral"], f["os-flavor-access:is_public"], f["rxtx_factor"] = 0, true, 1.0
 		f["OS-FLV-DISABLED:disabled"] = false
+		if minor >= 61 {
+			f["extra_specs"] = map[string]string{}
+		}
 	}
 	return f
+}
+
+// flavorSortKeys are the sort keys Nova accepts; minicloud's flavors
+// differ only in vcpus and memory, so the others order them by ID.
+var flavorSortKeys = []string{"created_at", "description", "disabled", "ephemeral_gb", "flavorid", "id", "is_public",
+	"memory_mb", "name", "root_gb", "rxtx_factor", "swap", "updated_at", "vcpu_weight", "vcpus"}
+
+// flavorQuery selects and orders flavors as Nova's list does: is_public
+// (true, false or none; every flavor here is public), minRam, minDisk
+// (every flavor here has a 0 GB disk), sort_key and sort_dir.
+func flavorQuery(q map[string][]string) ([]api.InstanceType, error) {
+	one := func(k string) (string, error) {
+		vs := q[k]
+		if len(vs) > 1 {
+			return "", badRequest("Invalid input for query parameters %s: give it once", k)
+		}
+		delete(q, k)
+		return vs[0], nil
+	}
+	out := slices.Clone(minicloud.InstanceTypes)
+	key, dir := "flavorid", "asc"
+	for k := range q {
+		v, err := one(k)
+		if err != nil {
+			return nil, err
+		}
+		switch k {
+		case "is_public":
+			if strings.EqualFold(v, "none") {
+				continue
+			}
+			public, err := strconv.ParseBool(strings.ToLower(v))
+			if err != nil {
+				return nil, badRequest("Invalid is_public filter [%s]", v)
+			}
+			if !public {
+				out = nil
+			}
+		case "minRam", "minDisk":
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return nil, badRequest("Invalid %s filter [%s]", k, v)
+			}
+			out = slices.DeleteFunc(out, func(it api.InstanceType) bool {
+				if k == "minDisk" {
+					return n > 0
+				}
+				return it.MemoryMB < n
+			})
+		case "sort_key":
+			if !slices.Contains(flavorSortKeys, v) {
+				return nil, badRequest("Invalid input for query parameters sort_key. Value: %s. %q is not one of %v", v, v, flavorSortKeys)
+			}
+			key = v
+		case "sort_dir":
+			if v != "asc" && v != "desc" {
+				return nil, badRequest("Invalid input for query parameters sort_dir. Value: %s. %q is not one of ['asc', 'desc']", v, v)
+			}
+			dir = v
+		default:
+			return nil, badRequest("Invalid input for query parameters %s. Value: %s. Additional properties are not allowed (%q was unexpected)", k, v, k)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b api.InstanceType) int {
+		c := 0
+		switch key {
+		case "memory_mb":
+			c = a.MemoryMB - b.MemoryMB
+		case "vcpus":
+			c = a.VCPUs - b.VCPUs
+		}
+		if c == 0 {
+			c = strings.Compare(a.Name, b.Name)
+		}
+		if dir == "desc" {
+			c = -c
+		}
+		return c
+	})
+	return out, nil
 }
 
 func (d *Dialect) listFlavors(detail bool) func(r *request, minor int) (int, any, error) {
@@ -334,10 +427,11 @@ func (d *Dialect) listFlavors(detail bool) func(r *request, minor int) (int, any
 		if err != nil {
 			return 0, nil, err
 		}
-		for k := range q {
-			return 0, nil, badRequest("Invalid input for query parameters %s: minicloud filters flavors by nothing", k)
+		sel, err := flavorQuery(q)
+		if err != nil {
+			return 0, nil, err
 		}
-		pg, more, err := paginate(minicloud.InstanceTypes, func(it api.InstanceType) string { return it.Name }, p, func(m string) error {
+		pg, more, err := paginate(sel, func(it api.InstanceType) string { return it.Name }, p, func(m string) error {
 			return badRequest("marker [%s] not found", m)
 		})
 		if err != nil {
@@ -345,7 +439,7 @@ func (d *Dialect) listFlavors(detail bool) func(r *request, minor int) (int, any
 		}
 		out := make([]any, 0, len(pg))
 		for _, it := range pg {
-			out = append(out, flavorBody(r, it, detail))
+			out = append(out, flavorBody(r, it, detail, minor))
 		}
 		body := map[string]any{"flavors": out}
 		if len(pg) > 0 && more {
@@ -355,12 +449,36 @@ func (d *Dialect) listFlavors(detail bool) func(r *request, minor int) (int, any
 	}
 }
 
-func (d *Dialect) getFlavor(r *request, minor int) (int, any, error) {
-	id := r.PathValue("id")
+func findFlavor(id string) (api.InstanceType, error) {
 	for _, it := range minicloud.InstanceTypes {
 		if it.Name == id {
-			return http.StatusOK, map[string]any{"flavor": flavorBody(r, it, true)}, nil
+			return it, nil
 		}
 	}
-	return 0, nil, notFound("Flavor %s could not be found.", id)
+	return api.InstanceType{}, notFound("Flavor %s could not be found.", id)
+}
+
+func (d *Dialect) getFlavor(r *request, minor int) (int, any, error) {
+	it, err := findFlavor(r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, map[string]any{"flavor": flavorBody(r, it, true, minor)}, nil
+}
+
+// flavorExtraSpecs answers GET /flavors/{id}/os-extra_specs: minicloud's
+// flavors have none.
+func (d *Dialect) flavorExtraSpecs(r *request, minor int) (int, any, error) {
+	if _, err := findFlavor(r.PathValue("id")); err != nil {
+		return 0, nil, err
+	}
+	return http.StatusOK, map[string]any{"extra_specs": map[string]string{}}, nil
+}
+
+// flavorExtraSpec answers GET /flavors/{id}/os-extra_specs/{key}.
+func (d *Dialect) flavorExtraSpec(r *request, minor int) (int, any, error) {
+	if _, err := findFlavor(r.PathValue("id")); err != nil {
+		return 0, nil, err
+	}
+	return 0, nil, notFound("Flavor %s has no extra specs with key %s.", r.PathValue("id"), r.PathValue("key"))
 }

@@ -48,6 +48,7 @@ const (
 	ComputePrefix      = "/compute"
 	NetworkPrefix      = "/network"
 	LoadBalancerPrefix = "/load-balancer"
+	ImagePrefix        = "/image"
 	// OpsPrefix holds the dialect's operations endpoints (native bearer
 	// authentication): forcing an Octavia provisioning status.
 	OpsPrefix = "/v1/_openstack"
@@ -136,7 +137,7 @@ func Mount(srv *minicloud.Server, opts Options) (*Dialect, error) {
 		return nil, fmt.Errorf("openstack dialect: %w", err)
 	}
 	d.routes()
-	for _, p := range []string{IdentityPrefix, ComputePrefix, NetworkPrefix, LoadBalancerPrefix, OpsPrefix} {
+	for _, p := range []string{IdentityPrefix, ComputePrefix, NetworkPrefix, LoadBalancerPrefix, ImagePrefix, OpsPrefix} {
 		srv.Mount(p+"/", d.mux)
 	}
 	if err := d.restoreAliases(); err != nil {

@@ -12,7 +12,8 @@ func (d *Dialect) routes() {
 	d.novaRoutes()
 	d.neutronRoutes()
 	d.octaviaRoutes()
-	for _, svc := range []*service{identitySvc, computeSvc, networkSvc, lbSvc} {
+	d.glanceRoutes()
+	for _, svc := range []*service{identitySvc, computeSvc, networkSvc, lbSvc, imageSvc} {
 		fallback := svc.prefix + "/"
 		d.mux.HandleFunc(fallback, func(w http.ResponseWriter, hr *http.Request) {
 			r := &request{Request: hr, d: d, base: baseURL(hr), header: http.Header{}}
