@@ -47,6 +47,8 @@ const (
 	DefaultControllerStartInterval    = 0
 	DefaultCIDRAllocatorType          = "RangeAllocator"
 	DefaultAuthorizationAlwaysAllowed = "/healthz,/readyz,/livez"
+	DefaultWebhookBindAddress         = "0.0.0.0"
+	DefaultWebhookSecurePort          = 10260
 )
 
 // Options holds the command-line flags of stratus-ccm: the upstream
@@ -158,6 +160,30 @@ type Options struct {
 	// --authentication-kubeconfig one, or the --kubeconfig one.
 	AuthorizationKubeconfig string
 
+	// Webhooks is --webhooks: the admission webhooks to serve, with the
+	// --controllers semantics ("*", "name", "-name") but off unless listed,
+	// as upstream's.
+	Webhooks []string
+	// WebhookBindAddress is --webhook-bind-address (default 0.0.0.0).
+	WebhookBindAddress string
+	// WebhookSecurePort is --webhook-secure-port (default 10260); 0 serves no
+	// webhook.
+	WebhookSecurePort int
+	// WebhookCertDir is --webhook-cert-dir: where the webhook's self-signed
+	// certificate is kept when --webhook-tls-cert-file is not given (in
+	// memory when empty).
+	WebhookCertDir string
+	// WebhookTLSCertFile and WebhookTLSPrivateKeyFile are the webhook's
+	// serving certificate, reloaded when the files change.
+	WebhookTLSCertFile       string
+	WebhookTLSPrivateKeyFile string
+	// WebhookTLSCipherSuites is --webhook-tls-cipher-suites.
+	WebhookTLSCipherSuites []string
+	// WebhookTLSMinVersion is --webhook-tls-min-version (TLS 1.2 when empty).
+	WebhookTLSMinVersion string
+	// WebhookDisableHTTP2 is --webhook-disable-http2-serving.
+	WebhookDisableHTTP2 bool
+
 	// Version is --version: print the version and exit.
 	Version bool
 
@@ -193,6 +219,8 @@ func NewOptions() *Options {
 		BindAddress:               DefaultBindAddress,
 		SecurePort:                DefaultSecurePort,
 		Profiling:                 true,
+		WebhookBindAddress:        DefaultWebhookBindAddress,
+		WebhookSecurePort:         DefaultWebhookSecurePort,
 	}
 }
 
@@ -242,6 +270,17 @@ func (o *Options) AddFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&o.TLSMinVersion, "tls-min-version", o.TLSMinVersion, fmt.Sprintf("Minimum TLS version supported. Possible values: %v", cliflag.TLSPossibleVersions()))
 	fs.StringVar(&o.AuthenticationKubeconfig, "authentication-kubeconfig", o.AuthenticationKubeconfig, "kubeconfig file pointing at the 'core' kubernetes server with enough rights to create tokenreviews.authentication.k8s.io. Optional: the --kubeconfig server is used otherwise.")
 	fs.StringVar(&o.AuthorizationKubeconfig, "authorization-kubeconfig", o.AuthorizationKubeconfig, "kubeconfig file pointing at the 'core' kubernetes server with enough rights to create subjectaccessreviews.authorization.k8s.io. Optional: the --kubeconfig server is used otherwise.")
+
+	fs.StringSliceVar(&o.Webhooks, "webhooks", o.Webhooks, fmt.Sprintf(
+		"A list of webhooks to enable. '*' enables all webhooks, 'foo' enables the webhook named 'foo', '-foo' disables the webhook named 'foo'. All webhooks are off unless listed.\nAll webhooks: %v", WebhookNames))
+	fs.StringVar(&o.WebhookBindAddress, "webhook-bind-address", o.WebhookBindAddress, "The IP address on which to listen for the --webhook-secure-port port.")
+	fs.IntVar(&o.WebhookSecurePort, "webhook-secure-port", o.WebhookSecurePort, "Secure port to serve cloud provider webhooks. If 0, don't serve webhooks at all.")
+	fs.StringVar(&o.WebhookCertDir, "webhook-cert-dir", o.WebhookCertDir, "The directory where the webhook's TLS certs are located. If --webhook-tls-cert-file and --webhook-tls-private-key-file are provided, this flag will be ignored.")
+	fs.StringVar(&o.WebhookTLSCertFile, "webhook-tls-cert-file", o.WebhookTLSCertFile, "File containing the x509 certificate for the webhook's HTTPS (reloaded when it changes).")
+	fs.StringVar(&o.WebhookTLSPrivateKeyFile, "webhook-tls-private-key-file", o.WebhookTLSPrivateKeyFile, "File containing the x509 private key matching --webhook-tls-cert-file.")
+	fs.StringSliceVar(&o.WebhookTLSCipherSuites, "webhook-tls-cipher-suites", o.WebhookTLSCipherSuites, "Comma-separated list of cipher suites for the webhook server. If omitted, the default Go cipher suites will be used.")
+	fs.StringVar(&o.WebhookTLSMinVersion, "webhook-tls-min-version", o.WebhookTLSMinVersion, fmt.Sprintf("Minimum TLS version of the webhook server. Possible values: %v", cliflag.TLSPossibleVersions()))
+	fs.BoolVar(&o.WebhookDisableHTTP2, "webhook-disable-http2-serving", o.WebhookDisableHTTP2, "If true, HTTP2 serving will be disabled on the webhook port.")
 
 	fs.BoolVar(&o.Version, "version", false, "Print version information and quit.")
 
@@ -311,17 +350,8 @@ var ignoredFlags = []ignoredFlag{
 	ignoredStrings("authorization-always-allow-paths", []string{"/healthz", "/readyz", "/livez"}, "Paths served without authorization (ignored: always /healthz, /readyz, /livez)."),
 	ignoredDuration("authorization-webhook-cache-authorized-ttl", 10*time.Second, "Authorized cache TTL (ignored)."),
 	ignoredDuration("authorization-webhook-cache-unauthorized-ttl", 10*time.Second, "Unauthorized cache TTL (ignored)."),
-	ignoredStrings("webhooks", nil, "Webhooks to enable (ignored: stratus serves no admission webhooks yet)."),
-	ignoredString("webhook-bind-address", "0.0.0.0", "Webhook bind address (ignored)."),
-	ignoredInt("webhook-secure-port", 10260, "Webhook port (ignored)."),
-	ignoredString("webhook-cert-dir", "", "Webhook cert dir (ignored)."),
-	ignoredString("webhook-tls-cert-file", "", "Webhook TLS cert (ignored)."),
-	ignoredString("webhook-tls-private-key-file", "", "Webhook TLS key (ignored)."),
-	ignoredStrings("webhook-tls-cipher-suites", nil, "Webhook cipher suites (ignored)."),
-	ignoredStrings("webhook-tls-curve-preferences", nil, "Webhook curves (ignored)."),
-	ignoredString("webhook-tls-min-version", "", "Webhook TLS minimum version (ignored)."),
+	ignoredStrings("webhook-tls-curve-preferences", nil, "Webhook curves (ignored: Go's defaults)."),
 	ignoredStrings("webhook-tls-sni-cert-key", nil, "Webhook SNI pairs (ignored)."),
-	ignoredBool("webhook-disable-http2-serving", false, "Webhook HTTP/2 (ignored)."),
 	ignoredString("logging-format", "text", "Log format (ignored: always text)."),
 }
 
@@ -467,6 +497,7 @@ func (o *Options) Validate(cfg *Config) error {
 		errs = append(errs, o.validateLeaderElection()...)
 	}
 	errs = append(errs, o.validateServing()...)
+	errs = append(errs, o.validateWebhooks()...)
 	return errors.Join(errs...)
 }
 
@@ -516,6 +547,39 @@ func (o *Options) validateServing() []error {
 	if len(o.TLSCipherSuites) > 0 {
 		if _, err := cliflag.TLSCipherSuites(o.TLSCipherSuites); err != nil {
 			errs = append(errs, fmt.Errorf("--tls-cipher-suites: %w", err))
+		}
+	}
+	return errs
+}
+
+func (o *Options) validateWebhooks() []error {
+	var errs []error
+	if err := validateWebhookNames(o.Webhooks); err != nil {
+		errs = append(errs, err)
+	}
+	if o.WebhookSecurePort < 0 || o.WebhookSecurePort > 65535 {
+		errs = append(errs, fmt.Errorf("--webhook-secure-port %d must be between 0 (disabled) and 65535", o.WebhookSecurePort))
+	}
+	if !o.webhooksServed() {
+		return errs
+	}
+	if o.WebhookSecurePort == o.SecurePort {
+		errs = append(errs, fmt.Errorf("--webhook-secure-port %d is also --secure-port: give the webhooks a port of their own", o.WebhookSecurePort))
+	}
+	if net.ParseIP(o.WebhookBindAddress) == nil {
+		errs = append(errs, fmt.Errorf("--webhook-bind-address %q is not an IP address", o.WebhookBindAddress))
+	}
+	if (o.WebhookTLSCertFile == "") != (o.WebhookTLSPrivateKeyFile == "") {
+		errs = append(errs, errors.New("--webhook-tls-cert-file and --webhook-tls-private-key-file must be given together"))
+	}
+	if o.WebhookTLSMinVersion != "" {
+		if _, err := cliflag.TLSVersion(o.WebhookTLSMinVersion); err != nil {
+			errs = append(errs, fmt.Errorf("--webhook-tls-min-version: %w", err))
+		}
+	}
+	if len(o.WebhookTLSCipherSuites) > 0 {
+		if _, err := cliflag.TLSCipherSuites(o.WebhookTLSCipherSuites); err != nil {
+			errs = append(errs, fmt.Errorf("--webhook-tls-cipher-suites: %w", err))
 		}
 	}
 	return errs

@@ -57,6 +57,8 @@ func TestDefaultFlags(t *testing.T) {
 		BindAddress:               "0.0.0.0",
 		SecurePort:                10258,
 		Profiling:                 true,
+		WebhookBindAddress:        "0.0.0.0",
+		WebhookSecurePort:         10260,
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Options{}), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -82,6 +84,9 @@ func TestAddFlags(t *testing.T) {
 		"--bind-address=127.0.0.1", "--secure-port=10300", "--cert-dir=/certs", "--tls-cert-file=/c.crt",
 		"--tls-private-key-file=/c.key", "--tls-cipher-suites=TLS_AES_128_GCM_SHA256", "--tls-min-version=VersionTLS13",
 		"--authentication-kubeconfig=/authn", "--authorization-kubeconfig=/authz", "--version",
+		"--webhooks=*,-x", "--webhook-bind-address=127.0.0.2", "--webhook-secure-port=10261", "--webhook-cert-dir=/wcerts",
+		"--webhook-tls-cert-file=/w.crt", "--webhook-tls-private-key-file=/w.key", "--webhook-tls-cipher-suites=TLS_AES_256_GCM_SHA384",
+		"--webhook-tls-min-version=VersionTLS13", "--webhook-disable-http2-serving",
 	)
 	if err != nil {
 		t.Fatal(err)
@@ -99,6 +104,9 @@ func TestAddFlags(t *testing.T) {
 		BindAddress: "127.0.0.1", SecurePort: 10300, Profiling: true, CertDir: "/certs", TLSCertFile: "/c.crt",
 		TLSPrivateKeyFile: "/c.key", TLSCipherSuites: []string{"TLS_AES_128_GCM_SHA256"}, TLSMinVersion: "VersionTLS13",
 		AuthenticationKubeconfig: "/authn", AuthorizationKubeconfig: "/authz", Version: true,
+		Webhooks: []string{"*", "-x"}, WebhookBindAddress: "127.0.0.2", WebhookSecurePort: 10261, WebhookCertDir: "/wcerts",
+		WebhookTLSCertFile: "/w.crt", WebhookTLSPrivateKeyFile: "/w.key", WebhookTLSCipherSuites: []string{"TLS_AES_256_GCM_SHA384"},
+		WebhookTLSMinVersion: "VersionTLS13", WebhookDisableHTTP2: true,
 	}
 	if diff := cmp.Diff(want, got, cmpopts.IgnoreUnexported(Options{})); diff != "" {
 		t.Errorf("parsed options (-want +got):\n%s", diff)
@@ -115,13 +123,13 @@ func TestUnknownFlagIsAnError(t *testing.T) {
 // and reported (for the one warning each) only when set.
 func TestIgnoredFlags(t *testing.T) {
 	o, err := parse(t, "--cloud-provider=fake", "--use-service-account-credentials", "--feature-gates=Foo=true",
-		"--contention-profiling", "--webhooks=*", "--requestheader-username-headers=x-user", "--allocate-node-cidrs",
+		"--contention-profiling", "--webhook-tls-curve-preferences=X25519", "--requestheader-username-headers=x-user", "--allocate-node-cidrs",
 		"--authorization-always-allow-paths=/healthz", "-v=2", "--vmodule=foo=3")
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []string{"use-service-account-credentials", "feature-gates", "contention-profiling", "requestheader-username-headers",
-		"authorization-always-allow-paths", "webhooks", "allocate-node-cidrs"}
+		"authorization-always-allow-paths", "webhook-tls-curve-preferences", "allocate-node-cidrs"}
 	if diff := cmp.Diff(want, o.IgnoredFlagsSet(), cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
 		t.Errorf("ignored flags set (-want +got):\n%s", diff)
 	}
@@ -195,6 +203,16 @@ func TestValidate(t *testing.T) {
 		{name: "cipher", args: []string{"--cloud-provider=fake", "--tls-cipher-suites=NOPE"}, want: []string{"--tls-cipher-suites"}},
 		{name: "content type", args: []string{"--cloud-provider=fake", "--kube-api-content-type=text/plain"}, want: []string{"--kube-api-content-type"}},
 		{name: "qps", args: []string{"--cloud-provider=fake", "--kube-api-qps=0"}, want: []string{"--kube-api-qps"}},
+		{name: "webhooks", args: []string{"--cloud-provider=fake", "--webhooks=service-load-balancer", "--webhook-cert-dir=/tmp"}},
+		{name: "webhooks off ignore webhook serving checks", args: []string{"--cloud-provider=fake", "--webhooks=-service-load-balancer,*", "--webhook-bind-address=nope"}},
+		{name: "webhook port 0 ignores webhook serving checks", args: []string{"--cloud-provider=fake", "--webhooks=*", "--webhook-secure-port=0", "--webhook-bind-address=nope"}},
+		{name: "unknown webhook", args: []string{"--cloud-provider=fake", "--webhooks=*,service-lb"}, want: []string{`--webhooks: unknown webhook "service-lb" (known: *, service-load-balancer`}},
+		{name: "webhook port is the secure port", args: []string{"--cloud-provider=fake", "--webhooks=*", "--webhook-secure-port=10258"}, want: []string{"--webhook-secure-port 10258 is also --secure-port"}},
+		{name: "webhook port out of range", args: []string{"--cloud-provider=fake", "--webhook-secure-port=70000"}, want: []string{"--webhook-secure-port 70000"}},
+		{name: "webhook bind address", args: []string{"--cloud-provider=fake", "--webhooks=*", "--webhook-bind-address=localhost"}, want: []string{"--webhook-bind-address"}},
+		{name: "webhook cert without key", args: []string{"--cloud-provider=fake", "--webhooks=*", "--webhook-tls-private-key-file=/a"}, want: []string{"--webhook-tls-cert-file and --webhook-tls-private-key-file"}},
+		{name: "webhook tls version", args: []string{"--cloud-provider=fake", "--webhooks=*", "--webhook-tls-min-version=TLS9"}, want: []string{"--webhook-tls-min-version"}},
+		{name: "webhook cipher", args: []string{"--cloud-provider=fake", "--webhooks=*", "--webhook-tls-cipher-suites=NOPE"}, want: []string{"--webhook-tls-cipher-suites"}},
 		{
 			name: "errors are aggregated",
 			args: []string{"--controllers=bogus", "--concurrent-node-syncs=0", "--secure-port=-1"},

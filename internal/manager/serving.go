@@ -160,29 +160,49 @@ func (s *secureServer) Start(ctx context.Context) error {
 // NeedLeaderElection is false: standbys serve health and metrics too.
 func (s *secureServer) NeedLeaderElection() bool { return false }
 
-// tlsConfig returns the serving TLS configuration: the given certificate files
-// (reloaded when they change), or a self-signed certificate for localhost, kept in
-// --cert-dir when set and in memory otherwise.
+// tlsConfig returns the secure port's TLS configuration (servingTLS of the
+// --tls-* and --cert-dir flags).
 func (o *Options) tlsConfig(mgr manager.Manager, log logr.Logger) (*tls.Config, error) {
+	return servingTLS(mgr, log, tlsFlags{
+		prefix: "", certFile: o.TLSCertFile, keyFile: o.TLSPrivateKeyFile, certDir: o.CertDir,
+		pairName: selfSignedPairName, minVersion: o.TLSMinVersion, cipherSuites: o.TLSCipherSuites,
+	})
+}
+
+// tlsFlags are the TLS flags of one port: the secure port's (--tls-*,
+// --cert-dir) or the webhooks' (--webhook-tls-*, --webhook-cert-dir).
+type tlsFlags struct {
+	prefix            string // of the flag names in errors: "" or "webhook-"
+	certFile, keyFile string
+	certDir           string
+	pairName          string // of the self-signed pair in certDir
+	minVersion        string
+	cipherSuites      []string
+}
+
+// servingTLS returns a serving TLS configuration: the given certificate files
+// (reloaded when they change), or a self-signed certificate for localhost, kept in
+// the cert dir when set and in memory otherwise.
+func servingTLS(mgr manager.Manager, log logr.Logger, f tlsFlags) (*tls.Config, error) {
 	cfg := &tls.Config{MinVersion: tls.VersionTLS12, NextProtos: []string{"h2", "http/1.1"}}
-	if o.TLSMinVersion != "" {
-		v, err := cliflag.TLSVersion(o.TLSMinVersion)
+	if f.minVersion != "" {
+		v, err := cliflag.TLSVersion(f.minVersion)
 		if err != nil {
-			return nil, fmt.Errorf("--tls-min-version: %w", err)
+			return nil, fmt.Errorf("--%stls-min-version: %w", f.prefix, err)
 		}
 		cfg.MinVersion = v
 	}
-	if len(o.TLSCipherSuites) > 0 {
-		suites, err := cliflag.TLSCipherSuites(o.TLSCipherSuites)
+	if len(f.cipherSuites) > 0 {
+		suites, err := cliflag.TLSCipherSuites(f.cipherSuites)
 		if err != nil {
-			return nil, fmt.Errorf("--tls-cipher-suites: %w", err)
+			return nil, fmt.Errorf("--%stls-cipher-suites: %w", f.prefix, err)
 		}
 		cfg.CipherSuites = suites
 	}
-	if o.TLSCertFile != "" {
-		w, err := certwatcher.New(o.TLSCertFile, o.TLSPrivateKeyFile)
+	if f.certFile != "" {
+		w, err := certwatcher.New(f.certFile, f.keyFile)
 		if err != nil {
-			return nil, fmt.Errorf("--tls-cert-file %s / --tls-private-key-file %s: %w", o.TLSCertFile, o.TLSPrivateKeyFile, err)
+			return nil, fmt.Errorf("--%stls-cert-file %s / --%stls-private-key-file %s: %w", f.prefix, f.certFile, f.prefix, f.keyFile, err)
 		}
 		if err := mgr.Add(w); err != nil {
 			return nil, err
@@ -190,7 +210,7 @@ func (o *Options) tlsConfig(mgr manager.Manager, log logr.Logger) (*tls.Config, 
 		cfg.GetCertificate = w.GetCertificate
 		return cfg, nil
 	}
-	pair, err := selfSignedCert(o.CertDir, log)
+	pair, err := selfSignedCert(f.certDir, f.pairName, "--"+f.prefix+"cert-dir", log)
 	if err != nil {
 		return nil, err
 	}
@@ -198,19 +218,20 @@ func (o *Options) tlsConfig(mgr manager.Manager, log logr.Logger) (*tls.Config, 
 	return cfg, nil
 }
 
-// selfSignedCert returns the certificate kept in dir, or generates one for
-// localhost and 127.0.0.1 (and writes it to dir when dir is set).
-func selfSignedCert(dir string, log logr.Logger) (tls.Certificate, error) {
+// selfSignedCert returns the certificate pairName kept in dir, or generates one
+// for localhost and 127.0.0.1 (and writes it to dir when dir is set); flag
+// names dir in errors.
+func selfSignedCert(dir, pairName, flag string, log logr.Logger) (tls.Certificate, error) {
 	var certPath, keyPath string
 	if dir != "" {
-		certPath = filepath.Join(dir, selfSignedPairName+".crt")
-		keyPath = filepath.Join(dir, selfSignedPairName+".key")
+		certPath = filepath.Join(dir, pairName+".crt")
+		keyPath = filepath.Join(dir, pairName+".key")
 		if ok, err := cert.CanReadCertAndKey(certPath, keyPath); err != nil {
-			return tls.Certificate{}, fmt.Errorf("--cert-dir %s: %w", dir, err)
+			return tls.Certificate{}, fmt.Errorf("%s %s: %w", flag, dir, err)
 		} else if ok {
 			pair, err := tls.LoadX509KeyPair(certPath, keyPath)
 			if err != nil {
-				return tls.Certificate{}, fmt.Errorf("--cert-dir %s: %w", dir, err)
+				return tls.Certificate{}, fmt.Errorf("%s %s: %w", flag, dir, err)
 			}
 			return pair, nil
 		}
@@ -221,10 +242,10 @@ func selfSignedCert(dir string, log logr.Logger) (tls.Certificate, error) {
 	}
 	if dir != "" {
 		if err := cert.WriteCert(certPath, certPEM); err != nil {
-			return tls.Certificate{}, fmt.Errorf("--cert-dir %s: %w", dir, err)
+			return tls.Certificate{}, fmt.Errorf("%s %s: %w", flag, dir, err)
 		}
 		if err := keyutil.WriteKey(keyPath, keyPEM); err != nil {
-			return tls.Certificate{}, fmt.Errorf("--cert-dir %s: %w", dir, err)
+			return tls.Certificate{}, fmt.Errorf("%s %s: %w", flag, dir, err)
 		}
 		log.Info("generated self-signed serving certificate", "cert", certPath)
 	}
