@@ -45,6 +45,7 @@ func (s *Server) routes() {
 	s.handle("DELETE /v1/instances/{id}", s.deleteInstance)
 
 	s.handle("POST /v1/load-balancers", s.createLB)
+	s.handle("POST /v1/load-balancers/validate", s.validateLB)
 	s.handle("GET /v1/load-balancers", s.listLBs)
 	s.handle("GET /v1/load-balancers/{id}", s.getLB)
 	s.handle("PUT /v1/load-balancers/{id}", s.updateLB)

@@ -278,6 +278,15 @@ func (c *Client) CreateLoadBalancer(ctx context.Context, spec api.LoadBalancerSp
 	return send[api.LoadBalancer](ctx, c, http.MethodPost, "/v1/load-balancers", spec, opts...)
 }
 
+// ValidateLoadBalancer asks whether minicloud would create the load
+// balancer spec describes (or update the one holding its name), without
+// changing anything: nil when it would, the error the create would get
+// otherwise (IsInvalid, IsConflict when no VIP is free).
+func (c *Client) ValidateLoadBalancer(ctx context.Context, spec api.LoadBalancerSpec) error {
+	_, err := send[api.LoadBalancerSpec](ctx, c, http.MethodPost, "/v1/load-balancers/validate", spec)
+	return err
+}
+
 // GetLoadBalancer returns one load balancer with its target health.
 func (c *Client) GetLoadBalancer(ctx context.Context, id string) (*api.LoadBalancer, error) {
 	return get[api.LoadBalancer](ctx, c, pathOf("/v1/load-balancers", id))
