@@ -279,14 +279,25 @@ func TestOctaviaRejects(t *testing.T) {
 
 	for _, c := range []struct{ body, want string }{
 		{`{"loadbalancer":{"name":"x","vip_subnet_id":"` + le.vipSub + `","bogus":1}}`, "bogus"},
-		{`{"loadbalancer":{"name":7}}`, "name"},
+		{`{"loadbalancer":{"name":7}}`, "loadbalancer.name: expected a string, got a JSON number"},
+		{`{"loadbalancer":{"listeners":[{"protocol_port":"80"}]}}`, "loadbalancer.listeners.protocol_port: expected an integer, got a JSON string"},
+		{`{"loadbalancer":{"tags":"a"}}`, "loadbalancer.tags: expected a list"},
+		{`[1]`, "a JSON object is required"},
+		{`{"loadbalancer":{"name":"x"`, "ends before the value is complete"},
+		{`{"loadbalancer":{"name":x}}`, "Malformed JSON in request body at offset"},
 		{`{"loadbalancer":{}} trailing`, "after"},
 		{`{"loadbalancer":{"vip_subnet_id":"nope"}}`, "vip_subnet_id"},
 	} {
 		status, _, body := le.raw(t, "POST", "/load-balancer/v2.0/lbaas/loadbalancers", c.body, tok)
 		msg, _ := body["faultstring"].(string)
 		if status != 400 || !strings.Contains(msg, c.want) {
-			t.Errorf("POST %s: %d %v", c.body, status, body)
+			t.Errorf("POST %s: %d %v, want 400 saying %q", c.body, status, body, c.want)
+		}
+		// The answer speaks the API's terms, not the decoder's.
+		for _, internal := range []string{"Go ", "struct", "unmarshal", "openstack."} {
+			if strings.Contains(msg, internal) {
+				t.Errorf("POST %s: the error shows Go internals (%q): %s", c.body, internal, msg)
+			}
 		}
 	}
 	big := `{"loadbalancer":{"name":"` + strings.Repeat("x", 2<<20) + `"}}`
@@ -364,6 +375,15 @@ func TestFloatingIP(t *testing.T) {
 	}
 	if fs, _ := floatingips.ExtractFloatingIPs(pages); len(fs) != 1 || fs[0].ID != fip.ID {
 		t.Errorf("by port_id: %+v", fs)
+	}
+	// A Neutron floating IP has no name attribute (clients show and find
+	// it by its address), and name is no filter of floating IPs.
+	tok := le.token(t)
+	if _, _, body := le.raw(t, "GET", "/network/v2.0/floatingips/"+fip.ID, "", tok); body["floatingip"] == nil || body["floatingip"].(map[string]any)["name"] != nil {
+		t.Errorf("floating IP body: %v", body)
+	}
+	if status, _, _ := le.raw(t, "GET", "/network/v2.0/floatingips?name="+fip.FloatingIP, "", tok); status != 400 {
+		t.Errorf("name filter on floating IPs: %d, want 400", status)
 	}
 	pages, _ = floatingips.List(le.network, floatingips.ListOpts{PortID: "other"}).AllPages(ctx)
 	if fs, _ := floatingips.ExtractFloatingIPs(pages); len(fs) != 0 {

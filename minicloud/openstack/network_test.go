@@ -89,6 +89,20 @@ func TestNeutronTopology(t *testing.T) {
 	if sgs, _ := groups.ExtractGroups(pages); len(sgs) != 0 {
 		t.Errorf("security groups named lb-sg-...: %+v", sgs)
 	}
+	// Neutron's key is security_groups (the path is security-groups).
+	tok := e.token(t)
+	if status, _, body := e.raw(t, "GET", "/network/v2.0/security-groups", "", tok); status != 200 || len(body["security_groups"].([]any)) != 1 || body["security-groups"] != nil {
+		t.Errorf("security groups: %d %v", status, body)
+	}
+	// The router's interface on the instances subnet has the subnet's
+	// gateway address.
+	_, _, body := e.raw(t, "GET", "/network/v2.0/subnets?name=instances", "", tok)
+	gw := body["subnets"].([]any)[0].(map[string]any)["gateway_ip"]
+	_, _, body = e.raw(t, "GET", "/network/v2.0/ports?device_owner=network:router_interface", "", tok)
+	iface := body["ports"].([]any)[0].(map[string]any)["fixed_ips"].([]any)
+	if gw == nil || len(iface) != 1 || iface[0].(map[string]any)["ip_address"] != gw {
+		t.Errorf("router interface %v, instances subnet gateway %v", iface, gw)
+	}
 
 	exts, err := extensions.List(e.network).AllPages(ctx)
 	if err != nil {
@@ -104,7 +118,7 @@ func TestNeutronTopology(t *testing.T) {
 	}
 
 	// Bad filters, markers, IDs and bodies.
-	tok := e.token(t)
+	tok = e.token(t)
 	for path, want := range map[string]int{
 		"/network/v2.0/ports?flavor=x":                       400,
 		"/network/v2.0/ports?fixed_ips=mac=1":                400,

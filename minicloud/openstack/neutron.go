@@ -228,25 +228,35 @@ func (d *Dialect) networkObjects(r *request) ([]object, error) {
 
 func (d *Dialect) subnetObjects(r *request) ([]object, error) {
 	cfg := d.srv.Config()
-	sub := func(id, name, network string, cidr netip.Prefix) object {
+	sub := func(id, name, network string, cidr netip.Prefix, gateway any) object {
 		version := 4
 		if cidr.Addr().Is6() {
 			version = 6
 		}
+		end := lastAddr(cidr).Prev()
+		if gateway != nil {
+			end = end.Prev()
+		}
 		return toObject(with(common(id, name, epoch), map[string]any{
-			"network_id": network, "cidr": cidr.Masked().String(), "ip_version": version, "gateway_ip": nil,
+			"network_id": network, "cidr": cidr.Masked().String(), "ip_version": version, "gateway_ip": gateway,
 			"enable_dhcp": true, "dns_nameservers": []string{}, "host_routes": []any{},
-			"allocation_pools":  []map[string]string{{"start": cidr.Masked().Addr().Next().String(), "end": lastAddr(cidr).Prev().String()}},
+			"allocation_pools":  []map[string]string{{"start": cidr.Masked().Addr().Next().String(), "end": end.String()}},
 			"ipv6_address_mode": nil, "ipv6_ra_mode": nil, "subnetpool_id": nil,
 		}))
 	}
 	return []object{
-		sub(instanceSubnetID(), "instances", privateNetworkID(), cfg.InstanceCIDR),
-		sub(instanceSubnetV6ID(), "instances-v6", privateNetworkID(), minicloud.InstanceIPv6CIDR()),
-		sub(vipSubnetID(), "vips", privateNetworkID(), cfg.VIPCIDR),
-		sub(publicSubnetID(), "public", publicNetworkID(), cfg.PublicCIDR),
+		sub(instanceSubnetID(), "instances", privateNetworkID(), cfg.InstanceCIDR, routerInterfaceIP(cfg.InstanceCIDR).String()),
+		sub(instanceSubnetV6ID(), "instances-v6", privateNetworkID(), minicloud.InstanceIPv6CIDR(), nil),
+		sub(vipSubnetID(), "vips", privateNetworkID(), cfg.VIPCIDR, nil),
+		sub(publicSubnetID(), "public", publicNetworkID(), cfg.PublicCIDR, nil),
 	}, nil
 }
+
+// routerInterfaceIP is the address of router minicloud's interface on the
+// instances subnet, its gateway: the subnet's last usable address.
+// minicloud does not reserve it (an instance could be given it once the
+// rest of the subnet is taken); it is shown, never used.
+func routerInterfaceIP(instances netip.Prefix) netip.Addr { return lastAddr(instances).Prev() }
 
 func lastAddr(p netip.Prefix) netip.Addr {
 	a := p.Masked().Addr().AsSlice()
@@ -306,7 +316,8 @@ func (d *Dialect) portObjects(r *request) ([]object, error) {
 		fixed := []map[string]string{{"subnet_id": vipSubnetID(), "ip_address": lb.VIPAddress}}
 		out = append(out, portObject(vipPortID(lb.ID), "octavia-lb-"+lb.ID, privateNetworkID(), macOf(lb.ID), "ACTIVE", "lb-"+lb.ID, "Octavia", fixed, []string{}, nil, lb.CreatedAt))
 	}
-	out = append(out, portObject(uuidOf("port", "router"), "", privateNetworkID(), macOf("router"), "ACTIVE", routerID(), "network:router_interface", []map[string]string{}, []string{}, nil, epoch))
+	iface := []map[string]string{{"subnet_id": instanceSubnetID(), "ip_address": routerInterfaceIP(d.srv.Config().InstanceCIDR).String()}}
+	out = append(out, portObject(uuidOf("port", "router"), "", privateNetworkID(), macOf("router"), "ACTIVE", routerID(), "network:router_interface", iface, []string{}, nil, epoch))
 	return out, nil
 }
 
@@ -653,6 +664,8 @@ func (d *Dialect) fipBody(f fipRecord, lbs []lbRecord) map[string]any {
 		"dns_domain": "", "dns_name": "", "port_forwardings": []any{}, "qos_policy_id": nil,
 		"updated_at": f.UpdatedAt.UTC().Format(time.RFC3339),
 	})
+	// A Neutron floating IP has no name: clients name it by its address.
+	delete(b, "name")
 	return b
 }
 

@@ -446,7 +446,10 @@ func listAnswer(r *request, coll string, all []object, q map[string][]string, sp
 	if len(pg) > 0 {
 		last = fmt.Sprint(pg[len(pg)-1]["id"])
 	}
-	return http.StatusOK, map[string]any{coll: pg, coll + "_links": nextLinks(r, more, last, p.limit)}, nil
+	// The body's key is the collection's name with underscores, as in
+	// Neutron's security_groups served at /security-groups.
+	key := strings.ReplaceAll(coll, "-", "_")
+	return http.StatusOK, map[string]any{key: pg, key + "_links": nextLinks(r, more, last, p.limit)}, nil
 }
 
 // octaviaGet answers one object of a collection by ID.

@@ -29,6 +29,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -308,12 +309,57 @@ func decodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return badRequest("Invalid request body: %v", err)
+		return bodyError(err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("Invalid request body: data after the JSON object.")
 	}
 	return nil
+}
+
+// bodyError says what is wrong with a body in the API's terms (the
+// attribute and the type it takes), never in the decoder's (Go types and
+// struct fields).
+func bodyError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return badRequest("Invalid request body: a JSON object is required, not a %s.", te.Value)
+		}
+		return badRequest("Invalid input for field/attribute %s: expected %s, got a JSON %s.", field, jsonKind(te.Type), te.Value)
+	case errors.As(err, &se):
+		return badRequest("Malformed JSON in request body at offset %d: %s.", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return badRequest("Malformed JSON in request body: it ends before the value is complete.")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return badRequest("Unrecognized attribute(s) %s.", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return badRequest("Malformed JSON in request body.")
+}
+
+// jsonKind names the JSON type a Go type decodes from.
+func jsonKind(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64, reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "a list"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	}
+	return "another type"
 }
 
 // nativeClient returns a client of the native API acting for mcToken
