@@ -26,6 +26,7 @@ const maxConfigSize = 1 << 20
 //	tokenFile: /etc/minicloud/token   # or token: <bearer token>; exactly one
 //	timeout: 30s                      # per request; default 30s
 //	foreignNodes: internalIP          # or skip (default): other providers' nodes as targets
+//	clusterHealthCheck: kubeProxy     # or nodePort (default): how Cluster-policy targets are probed
 //
 // Unknown keys are rejected. The token is never logged: String redacts it.
 type Config struct {
@@ -52,7 +53,27 @@ type Config struct {
 	// default, leaves them out; ForeignNodesInternalIP sends traffic to each
 	// one's first InternalIP, for clusters where minicloud can reach them.
 	ForeignNodes ForeignNodes `json:"-"`
+	// ClusterHealthCheck says how the targets of a Service with
+	// externalTrafficPolicy Cluster are probed (key "clusterHealthCheck"):
+	// ClusterHealthCheckNodePort, the default, connects to the first TCP
+	// NodePort; ClusterHealthCheckKubeProxy asks kube-proxy's /healthz on
+	// port 10256, which fails when kube-proxy is down or the node is being
+	// drained, so such a node leaves the pool before its traffic is lost.
+	// It needs a kube-proxy on every node.
+	ClusterHealthCheck ClusterHealthCheck `json:"-"`
 }
+
+// ClusterHealthCheck is the value of the config key clusterHealthCheck.
+type ClusterHealthCheck string
+
+// Values of ClusterHealthCheck.
+const (
+	ClusterHealthCheckNodePort  ClusterHealthCheck = "nodePort"
+	ClusterHealthCheckKubeProxy ClusterHealthCheck = "kubeProxy"
+)
+
+// kubeProxyHealthPort is kube-proxy's default healthz port.
+const kubeProxyHealthPort = 10256
 
 // ForeignNodes is the value of the config key foreignNodes.
 type ForeignNodes string
@@ -73,6 +94,8 @@ type rawConfig struct {
 	RateLimit    float64 `json:"rateLimit"`
 	Burst        int     `json:"burst"`
 	ForeignNodes string  `json:"foreignNodes"`
+	// ClusterHealthCheck is read as text so that its error names the key.
+	ClusterHealthCheck string `json:"clusterHealthCheck"`
 }
 
 // String describes the config without its token.
@@ -81,7 +104,7 @@ func (c Config) String() string {
 	if c.Token != "" {
 		tok = "<redacted>"
 	}
-	return fmt.Sprintf("minicloud config{url: %q, token: %s, tokenFile: %q, timeout: %s, rateLimit: %g, burst: %d, foreignNodes: %s}", c.URL, tok, c.TokenFile, c.Timeout, c.RateLimit, c.Burst, c.ForeignNodes)
+	return fmt.Sprintf("minicloud config{url: %q, token: %s, tokenFile: %q, timeout: %s, rateLimit: %g, burst: %d, foreignNodes: %s, clusterHealthCheck: %s}", c.URL, tok, c.TokenFile, c.Timeout, c.RateLimit, c.Burst, c.ForeignNodes, c.ClusterHealthCheck)
 }
 
 // ErrNoConfig is returned when the provider gets no cloud config at all.
@@ -135,6 +158,14 @@ func ParseConfig(r io.Reader) (*Config, error) {
 		cfg.ForeignNodes = f
 	default:
 		return nil, fmt.Errorf("minicloud config: foreignNodes: %q is neither %q nor %q", raw.ForeignNodes, ForeignNodesSkip, ForeignNodesInternalIP)
+	}
+	switch h := ClusterHealthCheck(raw.ClusterHealthCheck); h {
+	case "", ClusterHealthCheckNodePort:
+		cfg.ClusterHealthCheck = ClusterHealthCheckNodePort
+	case ClusterHealthCheckKubeProxy:
+		cfg.ClusterHealthCheck = h
+	default:
+		return nil, fmt.Errorf("minicloud config: clusterHealthCheck: %q is neither %q nor %q", raw.ClusterHealthCheck, ClusterHealthCheckNodePort, ClusterHealthCheckKubeProxy)
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err

@@ -17,9 +17,9 @@ func TestParseConfig(t *testing.T) {
 		want    Config
 		wantErr string // substring; "" = valid
 	}{
-		{"token", "url: http://127.0.0.1:8780\ntoken: s3cret\n", Config{URL: "http://127.0.0.1:8780", Token: "s3cret", ForeignNodes: ForeignNodesSkip}, ""},
+		{"token", "url: http://127.0.0.1:8780\ntoken: s3cret\n", Config{URL: "http://127.0.0.1:8780", Token: "s3cret", ForeignNodes: ForeignNodesSkip, ClusterHealthCheck: ClusterHealthCheckNodePort}, ""},
 		{"token file and timeout", "url: https://mc.example:443/\ntokenFile: /etc/mc/token\ntimeout: 5s\n",
-			Config{URL: "https://mc.example:443/", TokenFile: "/etc/mc/token", Timeout: 5 * time.Second, ForeignNodes: ForeignNodesSkip}, ""},
+			Config{URL: "https://mc.example:443/", TokenFile: "/etc/mc/token", Timeout: 5 * time.Second, ForeignNodes: ForeignNodesSkip, ClusterHealthCheck: ClusterHealthCheckNodePort}, ""},
 		{"unknown key", "url: http://a\ntoken: x\nregion: mc-central\n", Config{}, `unknown field "region"`},
 		{"misspelled key", "url: http://a\ntoken_file: x\n", Config{}, `unknown field "token_file"`},
 		{"no url", "token: x\n", Config{}, "url: required"},
@@ -28,9 +28,12 @@ func TestParseConfig(t *testing.T) {
 		{"both tokens", "url: http://a\ntoken: x\ntokenFile: /f\n", Config{}, "token and tokenFile: set only one"},
 		{"bad timeout", "url: http://a\ntoken: x\ntimeout: soon\n", Config{}, `timeout: "soon" is not a duration`},
 		{"negative timeout", "url: http://a\ntoken: x\ntimeout: -1s\n", Config{}, "timeout: must be positive"},
-		{"rate limit", "url: http://a\ntoken: x\nrateLimit: 19.5\nburst: 20\n", Config{URL: "http://a", Token: "x", RateLimit: 19.5, Burst: 20, ForeignNodes: ForeignNodesSkip}, ""},
-		{"foreign nodes", "url: http://a\ntoken: x\nforeignNodes: internalIP\n", Config{URL: "http://a", Token: "x", ForeignNodes: ForeignNodesInternalIP}, ""},
+		{"rate limit", "url: http://a\ntoken: x\nrateLimit: 19.5\nburst: 20\n", Config{URL: "http://a", Token: "x", RateLimit: 19.5, Burst: 20, ForeignNodes: ForeignNodesSkip, ClusterHealthCheck: ClusterHealthCheckNodePort}, ""},
+		{"foreign nodes", "url: http://a\ntoken: x\nforeignNodes: internalIP\n", Config{URL: "http://a", Token: "x", ForeignNodes: ForeignNodesInternalIP, ClusterHealthCheck: ClusterHealthCheckNodePort}, ""},
 		{"bad foreign nodes", "url: http://a\ntoken: x\nforeignNodes: InternalIP\n", Config{}, `foreignNodes: "InternalIP" is neither`},
+		{"kube-proxy health check", "url: http://a\ntoken: x\nclusterHealthCheck: kubeProxy\n",
+			Config{URL: "http://a", Token: "x", ForeignNodes: ForeignNodesSkip, ClusterHealthCheck: ClusterHealthCheckKubeProxy}, ""},
+		{"bad health check", "url: http://a\ntoken: x\nclusterHealthCheck: kube-proxy\n", Config{}, `clusterHealthCheck: "kube-proxy" is neither`},
 		{"negative rate limit", "url: http://a\ntoken: x\nrateLimit: -1\n", Config{}, "rateLimit: must not be negative"},
 		{"negative burst", "url: http://a\ntoken: x\nrateLimit: 1\nburst: -2\n", Config{}, "burst: must not be negative"},
 		{"burst without rate", "url: http://a\ntoken: x\nburst: 5\n", Config{}, "burst: needs rateLimit"},

@@ -45,6 +45,8 @@ type loadBalancers struct {
 	api          *client.Client
 	inst         *instances
 	foreignNodes ForeignNodes
+	// clusterHealthCheck is how Cluster-policy targets are probed.
+	clusterHealthCheck ClusterHealthCheck
 	// ids are the IDs of this provider's load balancers by name, as the last
 	// create, lookup or listing answered: a backend update with a known ID
 	// needs no lookup.
@@ -147,6 +149,7 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	l.probeKubeProxy(&spec, svc)
 	if spec.Targets, err = l.targetsOf(ctx, nodes); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -287,6 +290,7 @@ func (l *loadBalancers) updateKnown(ctx context.Context, clusterName string, svc
 	if err != nil {
 		return false, nil // the lookup path reports it as before
 	}
+	l.probeKubeProxy(&spec, svc)
 	err = l.send(ctx, what, targets, func(targets []api.Target) error {
 		spec.Targets = targets
 		lb, err := l.api.UpdateLoadBalancer(ctx, id, spec)
@@ -359,6 +363,16 @@ func statusOf(lb *api.LoadBalancer) *v1.LoadBalancerStatus {
 		ing.Ports = append(ing.Ports, v1.PortStatus{Port: int32(ln.Port), Protocol: v1.Protocol(ln.Protocol)})
 	}
 	return &v1.LoadBalancerStatus{Ingress: []v1.LoadBalancerIngress{ing}}
+}
+
+// probeKubeProxy makes a Cluster-policy load balancer probe kube-proxy's
+// /healthz instead of the NodePort when the config asks for it, keeping the
+// probe's timing from the Service's annotations.
+func (l *loadBalancers) probeKubeProxy(spec *api.LoadBalancerSpec, svc *v1.Service) {
+	if l.clusterHealthCheck != ClusterHealthCheckKubeProxy || spec.HealthCheck == nil || servicehelpers.RequestsOnlyLocalTraffic(svc) {
+		return
+	}
+	spec.HealthCheck.Protocol, spec.HealthCheck.Port, spec.HealthCheck.Path = api.ProtocolHTTP, kubeProxyHealthPort, healthCheckPath
 }
 
 // specOf is the load balancer a Service asks for, without targets. Settings

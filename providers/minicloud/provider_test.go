@@ -855,3 +855,55 @@ func TestOwnTagsWithinCloudLimits(t *testing.T) {
 		t.Errorf("after the refusals: %d load balancers and %d routes, want 1 of each", len(lbs), len(routes))
 	}
 }
+
+// With clusterHealthCheck: kubeProxy, a Cluster-policy load balancer probes
+// kube-proxy's /healthz on every node; a Local one keeps the Service's
+// healthCheckNodePort; by default the NodePort is probed.
+func TestLoadBalancerKubeProxyHealthCheck(t *testing.T) {
+	ctx := context.Background()
+	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 100 * time.Millisecond})
+	for _, tc := range []struct {
+		name, config string
+		local        bool
+		want         api.HealthCheck
+	}{
+		{"default", "", false, api.HealthCheck{Protocol: api.ProtocolTCP, Port: 30080}},
+		{"kube-proxy", "clusterHealthCheck: kubeProxy\n", false, api.HealthCheck{Protocol: api.ProtocolHTTP, Port: 10256, Path: "/healthz"}},
+		{"kube-proxy, Local", "clusterHealthCheck: kubeProxy\n", true, api.HealthCheck{Protocol: api.ProtocolHTTP, Port: 31000, Path: "/healthz"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			conf := fmt.Sprintf("url: %s\ntoken: %s\n%s", mc.URL, mc.Token, tc.config)
+			raw, err := cloudprovider.GetCloudProvider(ProviderName, strings.NewReader(conf))
+			if err != nil {
+				t.Fatal(err)
+			}
+			lbs, _ := raw.LoadBalancer()
+			svc := &v1.Service{
+				ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hc-" + strings.ReplaceAll(strings.ToLower(tc.name), ", ", "-"), UID: types.UID("uid-" + strings.NewReplacer(" ", "", ",", "").Replace(tc.name))},
+				Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer,
+					Ports: []v1.ServicePort{{Name: "http", Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080}}},
+			}
+			if tc.local {
+				svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
+				svc.Spec.HealthCheckNodePort = 31000
+			}
+			f := &lbFixture{mc: mc, lb: lbs}
+			f.ensure(t, cluster, svc, nil)
+			list, err := mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			name := LoadBalancerName(svc)
+			for _, lb := range list {
+				if lb.Name != name {
+					continue
+				}
+				if lb.HealthCheck == nil || lb.HealthCheck.Protocol != tc.want.Protocol || lb.HealthCheck.Port != tc.want.Port || lb.HealthCheck.Path != tc.want.Path {
+					t.Errorf("health check %+v, want %+v", lb.HealthCheck, tc.want)
+				}
+				return
+			}
+			t.Fatalf("no load balancer %s in %+v", name, list)
+		})
+	}
+}
