@@ -40,8 +40,9 @@ kubebins-openstack: ## Build the upstream OpenStack CCM (openstack-ccm) and stra
 	hack/kubebins/build.sh openstack-ccm stratus-occm
 
 .PHONY: generate
-generate: ## Regenerate the Go code of proto/ (pure Go, no protoc: hack/protogen).
+generate: ## Regenerate the Go code of proto/ (pure Go, no protoc: hack/protogen) and the monitoring mixin's rules and dashboard (go-jsonnet: hack/mixingen).
 	cd hack/protogen && go run . -root ../..
+	go run ./hack/mixingen -root .
 
 .PHONY: test
 test: kubebins kubebins-vsphere kubebins-openstack ## Run all tests against a real control plane (what CI runs).
