@@ -281,6 +281,7 @@ func (d *Dialect) octaviaRoutes() {
 		d.handle(lbSvc, "GET "+b+"loadbalancers/{id}", false, d.octaviaGet("loadbalancer", lbObjects))
 		d.handle(lbSvc, "PUT "+b+"loadbalancers/{id}", false, d.updateLB)
 		d.handle(lbSvc, "DELETE "+b+"loadbalancers/{id}", false, d.deleteLB)
+		d.handle(lbSvc, "GET "+b+"loadbalancers/{id}/status", false, d.lbStatusTree)
 
 		d.handle(lbSvc, "GET "+b+"listeners", false, d.octaviaList("listeners", special{"loadbalancer_id": refFilter("loadbalancers")}, listenerObjects))
 		d.handle(lbSvc, "POST "+b+"listeners", false, d.createListener)
@@ -1303,4 +1304,49 @@ func (d *Dialect) deleteMonitor(r *request) (int, any, error) {
 		return 0, nil, err
 	}
 	return http.StatusNoContent, nil, nil
+}
+
+// lbStatusTree answers GET /loadbalancers/{id}/status: the provisioning
+// and operating status of the load balancer, its listeners, their default
+// pools, the pools' members (their observed health) and monitors.
+func (d *Dialect) lbStatusTree(r *request) (int, any, error) {
+	lb, err := d.getLB(r, r.PathValue("id"))
+	if err != nil {
+		return 0, nil, err
+	}
+	health := memberHealth(r, lb)
+	status := func(id, name string) map[string]any {
+		return map[string]any{"id": id, "name": name, "provisioning_status": childStatus(lb, id), "operating_status": childOperating(lb, id)}
+	}
+	listenersOut := []any{}
+	for i := range lb.Listeners {
+		l := &lb.Listeners[i]
+		lo := status(l.ID, l.Name)
+		pools := []any{}
+		if p := lb.pool(l.DefaultPoolID); p != nil {
+			po := status(p.ID, p.Name)
+			members := []any{}
+			for j := range p.Members {
+				mb := memberBody(lb, p, &p.Members[j], health)
+				members = append(members, map[string]any{
+					"id": mb["id"], "name": mb["name"], "address": mb["address"], "protocol_port": mb["protocol_port"],
+					"provisioning_status": mb["provisioning_status"], "operating_status": mb["operating_status"],
+				})
+			}
+			po["members"] = members
+			if p.Monitor != nil {
+				mo := status(p.Monitor.ID, p.Monitor.Name)
+				mo["type"] = p.Monitor.Type
+				po["health_monitor"] = mo
+			}
+			pools = append(pools, po)
+		}
+		lo["pools"] = pools
+		listenersOut = append(listenersOut, lo)
+	}
+	tree := map[string]any{
+		"id": lb.ID, "name": lb.Name, "provisioning_status": lb.Status, "operating_status": operating(lb),
+		"listeners": listenersOut,
+	}
+	return http.StatusOK, map[string]any{"statuses": map[string]any{"loadbalancer": tree}}, nil
 }
