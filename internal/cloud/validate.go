@@ -2,10 +2,12 @@ package cloud
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"slices"
 
 	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
 
 	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
@@ -14,13 +16,17 @@ import (
 // declares its load balancers can do (stratus.LoadBalancerCapable); ok is
 // false when it declares nothing.
 func (p *Provider) LoadBalancerCapabilities() (caps stratus.LoadBalancerCapabilities, ok bool) {
-	if c, isCapable := p.raw.(stratus.LoadBalancerCapable); isCapable {
-		return c.LoadBalancerCapabilities(), true
-	}
-	if lb, supported := p.raw.LoadBalancer(); supported {
-		if c, isCapable := lb.(stratus.LoadBalancerCapable); isCapable {
-			return c.LoadBalancerCapabilities(), true
+	c, isCapable := p.raw.(stratus.LoadBalancerCapable)
+	if !isCapable {
+		if lb, supported := p.raw.LoadBalancer(); supported {
+			c, isCapable = lb.(stratus.LoadBalancerCapable)
 		}
+	}
+	if !isCapable {
+		return caps, false
+	}
+	if declared := c.LoadBalancerCapabilities(); declared != nil {
+		return *declared, true
 	}
 	return caps, false
 }
@@ -39,9 +45,13 @@ func (p *Provider) ValidateLoadBalancer(ctx context.Context, clusterName string,
 	if v == nil {
 		return false, nil
 	}
-	return true, callErr(ctx, p, "ValidateLoadBalancer", func(ctx context.Context) error {
+	err = callErr(ctx, p, "ValidateLoadBalancer", func(ctx context.Context) error {
 		return v.ValidateLoadBalancer(ctx, clusterName, svc)
 	})
+	if errors.Is(err, cloudprovider.NotImplemented) {
+		return false, nil
+	}
+	return true, err
 }
 
 // LoadBalancerClasses returns the load-balancer classes the set's providers

@@ -40,9 +40,11 @@ type LoadBalancerCapabilities struct {
 }
 
 // LoadBalancerCapable is a provider (or its LoadBalancer implementation)
-// that declares its load balancers' capabilities.
+// that declares its load balancers' capabilities. LoadBalancerCapabilities
+// returns nil when it cannot tell (a plugin client whose provider declares
+// nothing): then only the generic checks run.
 type LoadBalancerCapable interface {
-	LoadBalancerCapabilities() LoadBalancerCapabilities
+	LoadBalancerCapabilities() *LoadBalancerCapabilities
 }
 
 // LoadBalancerValidator is a provider (or its LoadBalancer implementation)
@@ -54,9 +56,11 @@ type LoadBalancerCapable interface {
 //
 // ValidateLoadBalancer returns nil when the cloud would accept it, a
 // *RejectedError when it would not (the Service is refused with that
-// message), and any other error when it cannot tell (the cloud is
-// unreachable, say): then the Service is admitted, with a warning, since the
-// webhook must never stand in the way of a cluster.
+// message), an error wrapping k8s.io/cloud-provider's NotImplemented when it
+// has no dry run after all (a plugin client whose provider has none), and any
+// other error when it cannot tell (the cloud is unreachable, say): then the
+// Service is admitted, with a warning, since the webhook must never stand in
+// the way of a cluster.
 type LoadBalancerValidator interface {
 	ValidateLoadBalancer(ctx context.Context, clusterName string, service *v1.Service) error
 }

@@ -15,8 +15,8 @@ import (
 // refuses the rest): TCP and UDP listeners, mixed on one load balancer, any
 // number of them; source ranges and the PROXY protocol; no node-port-less
 // backends and no requested address.
-func (l *loadBalancers) LoadBalancerCapabilities() stratus.LoadBalancerCapabilities {
-	return stratus.LoadBalancerCapabilities{
+func (l *loadBalancers) LoadBalancerCapabilities() *stratus.LoadBalancerCapabilities {
+	return &stratus.LoadBalancerCapabilities{
 		Protocols:      []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP},
 		MixedProtocols: true,
 		SourceRanges:   true,

@@ -17,8 +17,8 @@ import (
 // Octavia (wanted refuses the rest): TCP and UDP listeners, mixed, any
 // number; allowed_cidrs for the source ranges; no PROXY protocol, no
 // node-port-less members, no requested address.
-func (l *loadBalancers) LoadBalancerCapabilities() stratus.LoadBalancerCapabilities {
-	return stratus.LoadBalancerCapabilities{
+func (l *loadBalancers) LoadBalancerCapabilities() *stratus.LoadBalancerCapabilities {
+	return &stratus.LoadBalancerCapabilities{
 		Protocols:      []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP},
 		MixedProtocols: true,
 		SourceRanges:   true,
