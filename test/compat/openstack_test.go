@@ -157,9 +157,11 @@ router-id=%s
 // besides tolerances.
 var openstackTolerances = []tolerance{
 	{ID: "openstack-lb-nonblocking", apply: func(s *snapshot) {
-		// A RetryError from EnsureLoadBalancer or UpdateLoadBalancer is
-		// recorded as a Warning, and a node change then ends in an Ensure,
-		// not in an UpdatedLoadBalancer.
+		// Upstream blocks until ACTIVE; stratus's provider answers a
+		// RetryError (from EnsureLoadBalancer: a Normal event the tolerance
+		// lb-provisioning-event compares as upstream's Warning; from
+		// UpdateLoadBalancer: no event), and a node change then ends in an
+		// Ensure, not in an UpdatedLoadBalancer.
 		drop := []string{"Warning SyncLoadBalancerFailed (", "Warning UpdateLoadBalancerFailed (", "Normal UpdatedLoadBalancer ("}
 		for obj, evs := range s.Events {
 			if strings.HasPrefix(obj, "Service/") {

@@ -454,6 +454,34 @@ func TestBackendNodes(t *testing.T) {
 		t.Errorf("UpdateLoadBalancerFailed message %q says the names are limited, but all are shown", ev.Message)
 	}
 
+	// An update the cloud answers with a RetryError (Octavia's 409 while the
+	// load balancer is PENDING_UPDATE) is progress, not a failure: a full
+	// ensure finishes it with the current nodes and no Warning is recorded.
+	warnings := func() int32 {
+		evs, err := h.cs.CoreV1().Events(h.ns).List(h.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web,type=Warning"})
+		if err != nil {
+			t.Fatalf("list events: %v", err)
+		}
+		var n int32
+		for _, e := range evs.Items {
+			n += max(1, e.Count)
+		}
+		return n
+	}
+	before := warnings()
+	ensures = c.count("ensure")
+	c.set(func(c *testCloud) {
+		c.updateErrs = []error{cloudproviderapi.NewRetryError("load balancer web is busy (409)", 100*time.Millisecond)}
+	})
+	h.createNodes(5, 6)
+	h.eventually(20*time.Second, "full ensure after a busy update", func() (bool, error) {
+		return c.count("ensure") > ensures && cmp.Equal(h.names(0, 1, 3, 5), c.hosts(svc)), nil
+	})
+	if got := warnings(); got != before {
+		evs, _ := h.cs.CoreV1().Events(h.ns).List(h.ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web,type=Warning"})
+		t.Errorf("a busy load balancer (RetryError) raised Warning events: %d before, %d after: %+v", before, got, evs.Items)
+	}
+
 	// A failed update of a load balancer that no longer exists is a success.
 	c.set(func(c *testCloud) {
 		delete(c.lbs, cloudprovider.DefaultLoadBalancerName(svc))

@@ -421,10 +421,19 @@ func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry s
 		// Nothing to update: the next ensure creates it with the then-current nodes.
 		return
 	}
-	nodeSyncErrors.Inc()
-	s.recorder.Eventf(svc, v1.EventTypeWarning, "UpdateLoadBalancerFailed",
-		"Error updating load balancer with new hosts %s, error: %v", eventHosts(nodes), err)
-	logger.Error(err, "update load balancer backends; retrying with a full ensure")
+	var retryErr *cloudproviderapi.RetryError
+	if errors.As(err, &retryErr) {
+		// The cloud is applying this change or one before it (Octavia
+		// answers 409 while a load balancer is PENDING_UPDATE, and takes
+		// one change at a time): progress, not a failure, so no Warning.
+		// The full ensure carries it to the end, requeued by its delay.
+		logger.V(1).Info("load balancer busy applying a change; finishing the backend update with a full ensure", "reason", err.Error(), "after", retryErr.RetryAfter())
+	} else {
+		nodeSyncErrors.Inc()
+		s.recorder.Eventf(svc, v1.EventTypeWarning, "UpdateLoadBalancerFailed",
+			"Error updating load balancer with new hosts %s, error: %v", eventHosts(nodes), err)
+		logger.Error(err, "update load balancer backends; retrying with a full ensure")
+	}
 	// Forget the recorded set so that the next pass retries too if the ensure fails.
 	s.cache.update(key, func(e *svcState) {
 		if e.svc != nil && e.svc.UID == svc.UID {
