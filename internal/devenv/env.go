@@ -207,6 +207,12 @@ func (e *env) run(ctx context.Context) error {
 		return err
 	}
 
+	stopPrometheus, err := e.startPrometheus(runCtx, cs)
+	if err != nil {
+		return err
+	}
+	defer stopPrometheus()
+
 	f := &fleet{list: minicloudMachines(e.cloud.client), client: cs, say: e.say}
 	if e.vsphere() {
 		f.list = vsphereMachines(e.vc, peerNetwork(e.block))

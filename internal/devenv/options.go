@@ -74,6 +74,9 @@ type Options struct {
 	// NoManager runs everything but the manager (to run it yourself, e.g.
 	// in a debugger, with the flags in <state-dir>/manager.args).
 	NoManager bool
+	// Prometheus starts a Prometheus (when installed) that scrapes the
+	// manager and evaluates the monitoring mixin's rules.
+	Prometheus bool
 	// Out receives the readable stream: progress, what stratus did, the
 	// summary and ReadyLine. Default os.Stdout.
 	Out io.Writer

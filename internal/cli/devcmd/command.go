@@ -53,6 +53,7 @@ reuses the state. See docs/dev.md.`,
 	f.IntVar(&opts.AddressBlock, "address-block", 0, "X in 127.X.0.0/16, the loopback block of instance IPs and load-balancer VIPs (default: saved in the state dir, else derived from its path)")
 	f.StringVar(&opts.KubeBinDir, "kube-bin-dir", "", "folder with etcd, kube-apiserver and kube-controller-manager (default: built by hack/kubebins/build.sh)")
 	f.StringVar(&opts.ManagerBinary, "manager-binary", "", "stratus-ccm binary to run (default: next to this binary, else built from the repository)")
+	f.BoolVar(&opts.Prometheus, "prometheus", false, "also start Prometheus (the Debian package prometheus, when installed) scraping stratus-ccm with the monitoring mixin's rules and alerts loaded, and print its URL (docs/operations.md)")
 	f.BoolVar(&opts.NoManager, "no-manager", false, "start everything but stratus-ccm (its flags are written to <state-dir>/manager.args)")
 	cmd.AddCommand(newDemoCommand(), newDrillCommand("minicloud", `minicloud stops or starts the minicloud of the "stratus dev" running on
 --state-dir, without stopping anything else: "stop" takes its API and load
