@@ -261,7 +261,7 @@ func checkCapabilities(caps *pb.Capabilities) error {
 			if !has(pb.Interface_INTERFACE_INSTANCES_V2) {
 				return protocolErr("GetCapabilities: extension %s without interface INSTANCES_V2", e)
 			}
-		case pb.Extension_EXTENSION_LOAD_BALANCER_LISTER:
+		case pb.Extension_EXTENSION_LOAD_BALANCER_LISTER, pb.Extension_EXTENSION_LOAD_BALANCER_VALIDATOR:
 			if !has(pb.Interface_INTERFACE_LOAD_BALANCER) {
 				return protocolErr("GetCapabilities: extension %s without interface LOAD_BALANCER", e)
 			}

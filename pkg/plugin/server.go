@@ -224,6 +224,7 @@ func capabilitiesOf(p cloudprovider.Interface, name string) *pb.Capabilities {
 		if isLister {
 			caps.Extensions = append(caps.Extensions, pb.Extension_EXTENSION_LOAD_BALANCER_LISTER)
 		}
+		addLoadBalancerValidation(p, caps)
 	}
 	if r, ok := p.Routes(); ok && r != nil {
 		caps.Interfaces = append(caps.Interfaces, pb.Interface_INTERFACE_ROUTES)

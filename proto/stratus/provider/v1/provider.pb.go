@@ -102,10 +102,11 @@ func (Interface) EnumDescriptor() ([]byte, []int) {
 type Extension int32
 
 const (
-	Extension_EXTENSION_UNSPECIFIED          Extension = 0
-	Extension_EXTENSION_INSTANCE_LISTER      Extension = 1
-	Extension_EXTENSION_INSTANCE_WATCHER     Extension = 2
-	Extension_EXTENSION_LOAD_BALANCER_LISTER Extension = 3
+	Extension_EXTENSION_UNSPECIFIED             Extension = 0
+	Extension_EXTENSION_INSTANCE_LISTER         Extension = 1
+	Extension_EXTENSION_INSTANCE_WATCHER        Extension = 2
+	Extension_EXTENSION_LOAD_BALANCER_LISTER    Extension = 3
+	Extension_EXTENSION_LOAD_BALANCER_VALIDATOR Extension = 4
 )
 
 // Enum value maps for Extension.
@@ -115,12 +116,14 @@ var (
 		1: "EXTENSION_INSTANCE_LISTER",
 		2: "EXTENSION_INSTANCE_WATCHER",
 		3: "EXTENSION_LOAD_BALANCER_LISTER",
+		4: "EXTENSION_LOAD_BALANCER_VALIDATOR",
 	}
 	Extension_value = map[string]int32{
-		"EXTENSION_UNSPECIFIED":          0,
-		"EXTENSION_INSTANCE_LISTER":      1,
-		"EXTENSION_INSTANCE_WATCHER":     2,
-		"EXTENSION_LOAD_BALANCER_LISTER": 3,
+		"EXTENSION_UNSPECIFIED":             0,
+		"EXTENSION_INSTANCE_LISTER":         1,
+		"EXTENSION_INSTANCE_WATCHER":        2,
+		"EXTENSION_LOAD_BALANCER_LISTER":    3,
+		"EXTENSION_LOAD_BALANCER_VALIDATOR": 4,
 	}
 )
 
@@ -220,7 +223,7 @@ func (x Error_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Error_Kind.Descriptor instead.
 func (Error_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{40, 0}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{42, 0}
 }
 
 // GetCapabilitiesRequest says which protocol versions the manager speaks.
@@ -269,6 +272,101 @@ func (x *GetCapabilitiesRequest) GetProtocolVersions() []uint32 {
 	return nil
 }
 
+// LoadBalancerCapabilities is stratus.LoadBalancerCapabilities.
+type LoadBalancerCapabilities struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Port protocols: "TCP", "UDP", "SCTP".
+	Protocols      []string `protobuf:"bytes,1,rep,name=protocols,proto3" json:"protocols,omitempty"`
+	MixedProtocols *bool    `protobuf:"varint,2,opt,name=mixed_protocols,json=mixedProtocols,proto3,oneof" json:"mixed_protocols,omitempty"`
+	// 0 or unset: no limit.
+	MaxPorts         *uint32 `protobuf:"varint,3,opt,name=max_ports,json=maxPorts,proto3,oneof" json:"max_ports,omitempty"`
+	SourceRanges     *bool   `protobuf:"varint,4,opt,name=source_ranges,json=sourceRanges,proto3,oneof" json:"source_ranges,omitempty"`
+	ProxyProtocol    *bool   `protobuf:"varint,5,opt,name=proxy_protocol,json=proxyProtocol,proto3,oneof" json:"proxy_protocol,omitempty"`
+	WithoutNodePorts *bool   `protobuf:"varint,6,opt,name=without_node_ports,json=withoutNodePorts,proto3,oneof" json:"without_node_ports,omitempty"`
+	LoadBalancerIp   *bool   `protobuf:"varint,7,opt,name=load_balancer_ip,json=loadBalancerIp,proto3,oneof" json:"load_balancer_ip,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *LoadBalancerCapabilities) Reset() {
+	*x = LoadBalancerCapabilities{}
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LoadBalancerCapabilities) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LoadBalancerCapabilities) ProtoMessage() {}
+
+func (x *LoadBalancerCapabilities) ProtoReflect() protoreflect.Message {
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LoadBalancerCapabilities.ProtoReflect.Descriptor instead.
+func (*LoadBalancerCapabilities) Descriptor() ([]byte, []int) {
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *LoadBalancerCapabilities) GetProtocols() []string {
+	if x != nil {
+		return x.Protocols
+	}
+	return nil
+}
+
+func (x *LoadBalancerCapabilities) GetMixedProtocols() bool {
+	if x != nil && x.MixedProtocols != nil {
+		return *x.MixedProtocols
+	}
+	return false
+}
+
+func (x *LoadBalancerCapabilities) GetMaxPorts() uint32 {
+	if x != nil && x.MaxPorts != nil {
+		return *x.MaxPorts
+	}
+	return 0
+}
+
+func (x *LoadBalancerCapabilities) GetSourceRanges() bool {
+	if x != nil && x.SourceRanges != nil {
+		return *x.SourceRanges
+	}
+	return false
+}
+
+func (x *LoadBalancerCapabilities) GetProxyProtocol() bool {
+	if x != nil && x.ProxyProtocol != nil {
+		return *x.ProxyProtocol
+	}
+	return false
+}
+
+func (x *LoadBalancerCapabilities) GetWithoutNodePorts() bool {
+	if x != nil && x.WithoutNodePorts != nil {
+		return *x.WithoutNodePorts
+	}
+	return false
+}
+
+func (x *LoadBalancerCapabilities) GetLoadBalancerIp() bool {
+	if x != nil && x.LoadBalancerIp != nil {
+		return *x.LoadBalancerIp
+	}
+	return false
+}
+
 // Capabilities is what the plugin serves.
 type Capabilities struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -284,14 +382,17 @@ type Capabilities struct {
 	// The supported interfaces.
 	Interfaces []Interface `protobuf:"varint,5,rep,packed,name=interfaces,proto3,enum=stratus.provider.v1.Interface" json:"interfaces,omitempty"`
 	// The implemented extensions.
-	Extensions    []Extension `protobuf:"varint,6,rep,packed,name=extensions,proto3,enum=stratus.provider.v1.Extension" json:"extensions,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Extensions []Extension `protobuf:"varint,6,rep,packed,name=extensions,proto3,enum=stratus.provider.v1.Extension" json:"extensions,omitempty"`
+	// What the provider's load balancers can do, when it declares it
+	// (stratus.LoadBalancerCapable); unset when it does not.
+	LoadBalancerCapabilities *LoadBalancerCapabilities `protobuf:"bytes,7,opt,name=load_balancer_capabilities,json=loadBalancerCapabilities,proto3" json:"load_balancer_capabilities,omitempty"`
+	unknownFields            protoimpl.UnknownFields
+	sizeCache                protoimpl.SizeCache
 }
 
 func (x *Capabilities) Reset() {
 	*x = Capabilities{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[1]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -303,7 +404,7 @@ func (x *Capabilities) String() string {
 func (*Capabilities) ProtoMessage() {}
 
 func (x *Capabilities) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[1]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -316,7 +417,7 @@ func (x *Capabilities) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Capabilities.ProtoReflect.Descriptor instead.
 func (*Capabilities) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{1}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Capabilities) GetProtocolVersion() uint32 {
@@ -361,6 +462,13 @@ func (x *Capabilities) GetExtensions() []Extension {
 	return nil
 }
 
+func (x *Capabilities) GetLoadBalancerCapabilities() *LoadBalancerCapabilities {
+	if x != nil {
+		return x.LoadBalancerCapabilities
+	}
+	return nil
+}
+
 // InstanceRequest names the Node asked about.
 type InstanceRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -372,7 +480,7 @@ type InstanceRequest struct {
 
 func (x *InstanceRequest) Reset() {
 	*x = InstanceRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[2]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -384,7 +492,7 @@ func (x *InstanceRequest) String() string {
 func (*InstanceRequest) ProtoMessage() {}
 
 func (x *InstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[2]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -397,7 +505,7 @@ func (x *InstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceRequest.ProtoReflect.Descriptor instead.
 func (*InstanceRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{2}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *InstanceRequest) GetNode() []byte {
@@ -418,7 +526,7 @@ type InstanceExistsResponse struct {
 
 func (x *InstanceExistsResponse) Reset() {
 	*x = InstanceExistsResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[3]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -430,7 +538,7 @@ func (x *InstanceExistsResponse) String() string {
 func (*InstanceExistsResponse) ProtoMessage() {}
 
 func (x *InstanceExistsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[3]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -443,7 +551,7 @@ func (x *InstanceExistsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceExistsResponse.ProtoReflect.Descriptor instead.
 func (*InstanceExistsResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{3}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *InstanceExistsResponse) GetExists() bool {
@@ -464,7 +572,7 @@ type InstanceShutdownResponse struct {
 
 func (x *InstanceShutdownResponse) Reset() {
 	*x = InstanceShutdownResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[4]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -476,7 +584,7 @@ func (x *InstanceShutdownResponse) String() string {
 func (*InstanceShutdownResponse) ProtoMessage() {}
 
 func (x *InstanceShutdownResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[4]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -489,7 +597,7 @@ func (x *InstanceShutdownResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceShutdownResponse.ProtoReflect.Descriptor instead.
 func (*InstanceShutdownResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{4}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InstanceShutdownResponse) GetShutdown() bool {
@@ -510,7 +618,7 @@ type NodeAddress struct {
 
 func (x *NodeAddress) Reset() {
 	*x = NodeAddress{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[5]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -522,7 +630,7 @@ func (x *NodeAddress) String() string {
 func (*NodeAddress) ProtoMessage() {}
 
 func (x *NodeAddress) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[5]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -535,7 +643,7 @@ func (x *NodeAddress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAddress.ProtoReflect.Descriptor instead.
 func (*NodeAddress) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{5}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NodeAddress) GetType() string {
@@ -567,7 +675,7 @@ type InstanceMetadata struct {
 
 func (x *InstanceMetadata) Reset() {
 	*x = InstanceMetadata{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[6]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -579,7 +687,7 @@ func (x *InstanceMetadata) String() string {
 func (*InstanceMetadata) ProtoMessage() {}
 
 func (x *InstanceMetadata) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[6]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -592,7 +700,7 @@ func (x *InstanceMetadata) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceMetadata.ProtoReflect.Descriptor instead.
 func (*InstanceMetadata) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{6}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *InstanceMetadata) GetProviderId() string {
@@ -648,7 +756,7 @@ type InstanceMetadataResponse struct {
 
 func (x *InstanceMetadataResponse) Reset() {
 	*x = InstanceMetadataResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[7]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -660,7 +768,7 @@ func (x *InstanceMetadataResponse) String() string {
 func (*InstanceMetadataResponse) ProtoMessage() {}
 
 func (x *InstanceMetadataResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[7]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -673,7 +781,7 @@ func (x *InstanceMetadataResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceMetadataResponse.ProtoReflect.Descriptor instead.
 func (*InstanceMetadataResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{7}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InstanceMetadataResponse) GetMetadata() *InstanceMetadata {
@@ -692,7 +800,7 @@ type ListInstancesRequest struct {
 
 func (x *ListInstancesRequest) Reset() {
 	*x = ListInstancesRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[8]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +812,7 @@ func (x *ListInstancesRequest) String() string {
 func (*ListInstancesRequest) ProtoMessage() {}
 
 func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[8]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +825,7 @@ func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesRequest.ProtoReflect.Descriptor instead.
 func (*ListInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{8}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{9}
 }
 
 // Instance is stratus.Instance.
@@ -738,7 +846,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[9]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -750,7 +858,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[9]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -763,7 +871,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{9}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Instance) GetName() string {
@@ -818,7 +926,7 @@ type ListInstancesResponse struct {
 
 func (x *ListInstancesResponse) Reset() {
 	*x = ListInstancesResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[10]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -830,7 +938,7 @@ func (x *ListInstancesResponse) String() string {
 func (*ListInstancesResponse) ProtoMessage() {}
 
 func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[10]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -843,7 +951,7 @@ func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesResponse.ProtoReflect.Descriptor instead.
 func (*ListInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{10}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListInstancesResponse) GetInstances() []*Instance {
@@ -862,7 +970,7 @@ type WatchInstancesRequest struct {
 
 func (x *WatchInstancesRequest) Reset() {
 	*x = WatchInstancesRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[11]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +982,7 @@ func (x *WatchInstancesRequest) String() string {
 func (*WatchInstancesRequest) ProtoMessage() {}
 
 func (x *WatchInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[11]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +995,7 @@ func (x *WatchInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstancesRequest.ProtoReflect.Descriptor instead.
 func (*WatchInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{11}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{12}
 }
 
 // InstancesChanged says that a listing made now could differ from the last.
@@ -899,7 +1007,7 @@ type InstancesChanged struct {
 
 func (x *InstancesChanged) Reset() {
 	*x = InstancesChanged{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[12]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -911,7 +1019,7 @@ func (x *InstancesChanged) String() string {
 func (*InstancesChanged) ProtoMessage() {}
 
 func (x *InstancesChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[12]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -924,7 +1032,7 @@ func (x *InstancesChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstancesChanged.ProtoReflect.Descriptor instead.
 func (*InstancesChanged) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{12}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{13}
 }
 
 // LoadBalancerRequest names a Service's load balancer.
@@ -939,7 +1047,7 @@ type LoadBalancerRequest struct {
 
 func (x *LoadBalancerRequest) Reset() {
 	*x = LoadBalancerRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[13]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1059,7 @@ func (x *LoadBalancerRequest) String() string {
 func (*LoadBalancerRequest) ProtoMessage() {}
 
 func (x *LoadBalancerRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[13]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1072,7 @@ func (x *LoadBalancerRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{13}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LoadBalancerRequest) GetClusterName() string {
@@ -994,7 +1102,7 @@ type LoadBalancerNodesRequest struct {
 
 func (x *LoadBalancerNodesRequest) Reset() {
 	*x = LoadBalancerNodesRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[14]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1114,7 @@ func (x *LoadBalancerNodesRequest) String() string {
 func (*LoadBalancerNodesRequest) ProtoMessage() {}
 
 func (x *LoadBalancerNodesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[14]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1127,7 @@ func (x *LoadBalancerNodesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerNodesRequest.ProtoReflect.Descriptor instead.
 func (*LoadBalancerNodesRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{14}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LoadBalancerNodesRequest) GetClusterName() string {
@@ -1056,7 +1164,7 @@ type GetLoadBalancerResponse struct {
 
 func (x *GetLoadBalancerResponse) Reset() {
 	*x = GetLoadBalancerResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[15]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1068,7 +1176,7 @@ func (x *GetLoadBalancerResponse) String() string {
 func (*GetLoadBalancerResponse) ProtoMessage() {}
 
 func (x *GetLoadBalancerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[15]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1081,7 +1189,7 @@ func (x *GetLoadBalancerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLoadBalancerResponse.ProtoReflect.Descriptor instead.
 func (*GetLoadBalancerResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{15}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *GetLoadBalancerResponse) GetExists() bool {
@@ -1109,7 +1217,7 @@ type GetLoadBalancerNameResponse struct {
 
 func (x *GetLoadBalancerNameResponse) Reset() {
 	*x = GetLoadBalancerNameResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[16]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1121,7 +1229,7 @@ func (x *GetLoadBalancerNameResponse) String() string {
 func (*GetLoadBalancerNameResponse) ProtoMessage() {}
 
 func (x *GetLoadBalancerNameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[16]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1134,7 +1242,7 @@ func (x *GetLoadBalancerNameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLoadBalancerNameResponse.ProtoReflect.Descriptor instead.
 func (*GetLoadBalancerNameResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{16}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *GetLoadBalancerNameResponse) GetName() string {
@@ -1155,7 +1263,7 @@ type EnsureLoadBalancerResponse struct {
 
 func (x *EnsureLoadBalancerResponse) Reset() {
 	*x = EnsureLoadBalancerResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[17]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1275,7 @@ func (x *EnsureLoadBalancerResponse) String() string {
 func (*EnsureLoadBalancerResponse) ProtoMessage() {}
 
 func (x *EnsureLoadBalancerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[17]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1288,7 @@ func (x *EnsureLoadBalancerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EnsureLoadBalancerResponse.ProtoReflect.Descriptor instead.
 func (*EnsureLoadBalancerResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{17}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *EnsureLoadBalancerResponse) GetStatus() []byte {
@@ -1199,7 +1307,7 @@ type UpdateLoadBalancerResponse struct {
 
 func (x *UpdateLoadBalancerResponse) Reset() {
 	*x = UpdateLoadBalancerResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[18]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1319,7 @@ func (x *UpdateLoadBalancerResponse) String() string {
 func (*UpdateLoadBalancerResponse) ProtoMessage() {}
 
 func (x *UpdateLoadBalancerResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[18]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1332,7 @@ func (x *UpdateLoadBalancerResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateLoadBalancerResponse.ProtoReflect.Descriptor instead.
 func (*UpdateLoadBalancerResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{18}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{19}
 }
 
 // EnsureLoadBalancerDeletedResponse answers EnsureLoadBalancerDeleted.
@@ -1236,7 +1344,7 @@ type EnsureLoadBalancerDeletedResponse struct {
 
 func (x *EnsureLoadBalancerDeletedResponse) Reset() {
 	*x = EnsureLoadBalancerDeletedResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[19]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1356,7 @@ func (x *EnsureLoadBalancerDeletedResponse) String() string {
 func (*EnsureLoadBalancerDeletedResponse) ProtoMessage() {}
 
 func (x *EnsureLoadBalancerDeletedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[19]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1369,70 @@ func (x *EnsureLoadBalancerDeletedResponse) ProtoReflect() protoreflect.Message 
 
 // Deprecated: Use EnsureLoadBalancerDeletedResponse.ProtoReflect.Descriptor instead.
 func (*EnsureLoadBalancerDeletedResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{19}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{20}
+}
+
+// ValidateLoadBalancerResponse answers ValidateLoadBalancer.
+type ValidateLoadBalancerResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: true when the cloud would accept the load balancer.
+	Accepted *bool `protobuf:"varint,1,opt,name=accepted,proto3,oneof" json:"accepted,omitempty"`
+	// When refused: the Service field at fault (may be empty) and why.
+	Field         *string `protobuf:"bytes,2,opt,name=field,proto3,oneof" json:"field,omitempty"`
+	Reason        *string `protobuf:"bytes,3,opt,name=reason,proto3,oneof" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ValidateLoadBalancerResponse) Reset() {
+	*x = ValidateLoadBalancerResponse{}
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ValidateLoadBalancerResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ValidateLoadBalancerResponse) ProtoMessage() {}
+
+func (x *ValidateLoadBalancerResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ValidateLoadBalancerResponse.ProtoReflect.Descriptor instead.
+func (*ValidateLoadBalancerResponse) Descriptor() ([]byte, []int) {
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{21}
+}
+
+func (x *ValidateLoadBalancerResponse) GetAccepted() bool {
+	if x != nil && x.Accepted != nil {
+		return *x.Accepted
+	}
+	return false
+}
+
+func (x *ValidateLoadBalancerResponse) GetField() string {
+	if x != nil && x.Field != nil {
+		return *x.Field
+	}
+	return ""
+}
+
+func (x *ValidateLoadBalancerResponse) GetReason() string {
+	if x != nil && x.Reason != nil {
+		return *x.Reason
+	}
+	return ""
 }
 
 // ListLoadBalancersRequest asks for a cluster's load balancers.
@@ -1274,7 +1445,7 @@ type ListLoadBalancersRequest struct {
 
 func (x *ListLoadBalancersRequest) Reset() {
 	*x = ListLoadBalancersRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[20]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1286,7 +1457,7 @@ func (x *ListLoadBalancersRequest) String() string {
 func (*ListLoadBalancersRequest) ProtoMessage() {}
 
 func (x *ListLoadBalancersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[20]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1299,7 +1470,7 @@ func (x *ListLoadBalancersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLoadBalancersRequest.ProtoReflect.Descriptor instead.
 func (*ListLoadBalancersRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{20}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListLoadBalancersRequest) GetClusterName() string {
@@ -1325,7 +1496,7 @@ type LoadBalancerRef struct {
 
 func (x *LoadBalancerRef) Reset() {
 	*x = LoadBalancerRef{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[21]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1337,7 +1508,7 @@ func (x *LoadBalancerRef) String() string {
 func (*LoadBalancerRef) ProtoMessage() {}
 
 func (x *LoadBalancerRef) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[21]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1350,7 +1521,7 @@ func (x *LoadBalancerRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerRef.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRef) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{21}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LoadBalancerRef) GetName() string {
@@ -1405,7 +1576,7 @@ type ListLoadBalancersResponse struct {
 
 func (x *ListLoadBalancersResponse) Reset() {
 	*x = ListLoadBalancersResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[22]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1417,7 +1588,7 @@ func (x *ListLoadBalancersResponse) String() string {
 func (*ListLoadBalancersResponse) ProtoMessage() {}
 
 func (x *ListLoadBalancersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[22]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1430,7 +1601,7 @@ func (x *ListLoadBalancersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLoadBalancersResponse.ProtoReflect.Descriptor instead.
 func (*ListLoadBalancersResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{22}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ListLoadBalancersResponse) GetLoadBalancers() []*LoadBalancerRef {
@@ -1455,7 +1626,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[23]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1467,7 +1638,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[23]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1480,7 +1651,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{23}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Route) GetName() string {
@@ -1535,7 +1706,7 @@ type ListRoutesRequest struct {
 
 func (x *ListRoutesRequest) Reset() {
 	*x = ListRoutesRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[24]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1547,7 +1718,7 @@ func (x *ListRoutesRequest) String() string {
 func (*ListRoutesRequest) ProtoMessage() {}
 
 func (x *ListRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[24]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1560,7 +1731,7 @@ func (x *ListRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutesRequest.ProtoReflect.Descriptor instead.
 func (*ListRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{24}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListRoutesRequest) GetClusterName() string {
@@ -1580,7 +1751,7 @@ type ListRoutesResponse struct {
 
 func (x *ListRoutesResponse) Reset() {
 	*x = ListRoutesResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[25]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1763,7 @@ func (x *ListRoutesResponse) String() string {
 func (*ListRoutesResponse) ProtoMessage() {}
 
 func (x *ListRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[25]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1776,7 @@ func (x *ListRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutesResponse.ProtoReflect.Descriptor instead.
 func (*ListRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{25}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListRoutesResponse) GetRoutes() []*Route {
@@ -1628,7 +1799,7 @@ type CreateRouteRequest struct {
 
 func (x *CreateRouteRequest) Reset() {
 	*x = CreateRouteRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[26]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1640,7 +1811,7 @@ func (x *CreateRouteRequest) String() string {
 func (*CreateRouteRequest) ProtoMessage() {}
 
 func (x *CreateRouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[26]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1653,7 +1824,7 @@ func (x *CreateRouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRouteRequest.ProtoReflect.Descriptor instead.
 func (*CreateRouteRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{26}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CreateRouteRequest) GetClusterName() string {
@@ -1686,7 +1857,7 @@ type CreateRouteResponse struct {
 
 func (x *CreateRouteResponse) Reset() {
 	*x = CreateRouteResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[27]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1698,7 +1869,7 @@ func (x *CreateRouteResponse) String() string {
 func (*CreateRouteResponse) ProtoMessage() {}
 
 func (x *CreateRouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[27]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1711,7 +1882,7 @@ func (x *CreateRouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRouteResponse.ProtoReflect.Descriptor instead.
 func (*CreateRouteResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{27}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{29}
 }
 
 // DeleteRouteRequest is Routes.DeleteRoute's arguments.
@@ -1726,7 +1897,7 @@ type DeleteRouteRequest struct {
 
 func (x *DeleteRouteRequest) Reset() {
 	*x = DeleteRouteRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[28]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1738,7 +1909,7 @@ func (x *DeleteRouteRequest) String() string {
 func (*DeleteRouteRequest) ProtoMessage() {}
 
 func (x *DeleteRouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[28]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1751,7 +1922,7 @@ func (x *DeleteRouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRouteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRouteRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{28}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *DeleteRouteRequest) GetClusterName() string {
@@ -1777,7 +1948,7 @@ type DeleteRouteResponse struct {
 
 func (x *DeleteRouteResponse) Reset() {
 	*x = DeleteRouteResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[29]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1789,7 +1960,7 @@ func (x *DeleteRouteResponse) String() string {
 func (*DeleteRouteResponse) ProtoMessage() {}
 
 func (x *DeleteRouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[29]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1802,7 +1973,7 @@ func (x *DeleteRouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRouteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRouteResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{29}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{31}
 }
 
 // NodeNameRequest names a node by its name.
@@ -1816,7 +1987,7 @@ type NodeNameRequest struct {
 
 func (x *NodeNameRequest) Reset() {
 	*x = NodeNameRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[30]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1828,7 +1999,7 @@ func (x *NodeNameRequest) String() string {
 func (*NodeNameRequest) ProtoMessage() {}
 
 func (x *NodeNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[30]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1841,7 +2012,7 @@ func (x *NodeNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeNameRequest.ProtoReflect.Descriptor instead.
 func (*NodeNameRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{30}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *NodeNameRequest) GetNodeName() string {
@@ -1862,7 +2033,7 @@ type ProviderIDRequest struct {
 
 func (x *ProviderIDRequest) Reset() {
 	*x = ProviderIDRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[31]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1874,7 +2045,7 @@ func (x *ProviderIDRequest) String() string {
 func (*ProviderIDRequest) ProtoMessage() {}
 
 func (x *ProviderIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[31]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1887,7 +2058,7 @@ func (x *ProviderIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderIDRequest.ProtoReflect.Descriptor instead.
 func (*ProviderIDRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{31}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ProviderIDRequest) GetProviderId() string {
@@ -1908,7 +2079,7 @@ type NodeAddressesResponse struct {
 
 func (x *NodeAddressesResponse) Reset() {
 	*x = NodeAddressesResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[32]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1920,7 +2091,7 @@ func (x *NodeAddressesResponse) String() string {
 func (*NodeAddressesResponse) ProtoMessage() {}
 
 func (x *NodeAddressesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[32]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1933,7 +2104,7 @@ func (x *NodeAddressesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAddressesResponse.ProtoReflect.Descriptor instead.
 func (*NodeAddressesResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{32}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *NodeAddressesResponse) GetNodeAddresses() []*NodeAddress {
@@ -1954,7 +2125,7 @@ type InstanceIDResponse struct {
 
 func (x *InstanceIDResponse) Reset() {
 	*x = InstanceIDResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[33]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1966,7 +2137,7 @@ func (x *InstanceIDResponse) String() string {
 func (*InstanceIDResponse) ProtoMessage() {}
 
 func (x *InstanceIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[33]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1979,7 +2150,7 @@ func (x *InstanceIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceIDResponse.ProtoReflect.Descriptor instead.
 func (*InstanceIDResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{33}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *InstanceIDResponse) GetInstanceId() string {
@@ -2000,7 +2171,7 @@ type InstanceTypeResponse struct {
 
 func (x *InstanceTypeResponse) Reset() {
 	*x = InstanceTypeResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[34]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2012,7 +2183,7 @@ func (x *InstanceTypeResponse) String() string {
 func (*InstanceTypeResponse) ProtoMessage() {}
 
 func (x *InstanceTypeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[34]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2025,7 +2196,7 @@ func (x *InstanceTypeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceTypeResponse.ProtoReflect.Descriptor instead.
 func (*InstanceTypeResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{34}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *InstanceTypeResponse) GetInstanceType() string {
@@ -2046,7 +2217,7 @@ type CurrentNodeNameRequest struct {
 
 func (x *CurrentNodeNameRequest) Reset() {
 	*x = CurrentNodeNameRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[35]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2058,7 +2229,7 @@ func (x *CurrentNodeNameRequest) String() string {
 func (*CurrentNodeNameRequest) ProtoMessage() {}
 
 func (x *CurrentNodeNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[35]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2071,7 +2242,7 @@ func (x *CurrentNodeNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CurrentNodeNameRequest.ProtoReflect.Descriptor instead.
 func (*CurrentNodeNameRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{35}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *CurrentNodeNameRequest) GetHostname() string {
@@ -2092,7 +2263,7 @@ type CurrentNodeNameResponse struct {
 
 func (x *CurrentNodeNameResponse) Reset() {
 	*x = CurrentNodeNameResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[36]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2275,7 @@ func (x *CurrentNodeNameResponse) String() string {
 func (*CurrentNodeNameResponse) ProtoMessage() {}
 
 func (x *CurrentNodeNameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[36]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2288,7 @@ func (x *CurrentNodeNameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CurrentNodeNameResponse.ProtoReflect.Descriptor instead.
 func (*CurrentNodeNameResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{36}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CurrentNodeNameResponse) GetNodeName() string {
@@ -2136,7 +2307,7 @@ type GetZoneRequest struct {
 
 func (x *GetZoneRequest) Reset() {
 	*x = GetZoneRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[37]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2148,7 +2319,7 @@ func (x *GetZoneRequest) String() string {
 func (*GetZoneRequest) ProtoMessage() {}
 
 func (x *GetZoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[37]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2161,7 +2332,7 @@ func (x *GetZoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetZoneRequest.ProtoReflect.Descriptor instead.
 func (*GetZoneRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{37}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{39}
 }
 
 // Zone is k8s.io/cloud-provider's Zone.
@@ -2177,7 +2348,7 @@ type Zone struct {
 
 func (x *Zone) Reset() {
 	*x = Zone{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[38]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2189,7 +2360,7 @@ func (x *Zone) String() string {
 func (*Zone) ProtoMessage() {}
 
 func (x *Zone) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[38]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2202,7 +2373,7 @@ func (x *Zone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Zone.ProtoReflect.Descriptor instead.
 func (*Zone) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{38}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Zone) GetFailureDomain() string {
@@ -2230,7 +2401,7 @@ type ZoneResponse struct {
 
 func (x *ZoneResponse) Reset() {
 	*x = ZoneResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[39]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2242,7 +2413,7 @@ func (x *ZoneResponse) String() string {
 func (*ZoneResponse) ProtoMessage() {}
 
 func (x *ZoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[39]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2255,7 +2426,7 @@ func (x *ZoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ZoneResponse.ProtoReflect.Descriptor instead.
 func (*ZoneResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{39}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ZoneResponse) GetZone() *Zone {
@@ -2280,7 +2451,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[40]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2292,7 +2463,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[40]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2305,7 +2476,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{40}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Error) GetKind() Error_Kind {
@@ -2335,7 +2506,22 @@ const file_stratus_provider_v1_provider_proto_rawDesc = "" +
 	"\n" +
 	"\"stratus/provider/v1/provider.proto\x12\x13stratus.provider.v1\x1a\x1egoogle/protobuf/duration.proto\"E\n" +
 	"\x16GetCapabilitiesRequest\x12+\n" +
-	"\x11protocol_versions\x18\x01 \x03(\rR\x10protocolVersions\"\x97\x03\n" +
+	"\x11protocol_versions\x18\x01 \x03(\rR\x10protocolVersions\"\xb3\x03\n" +
+	"\x18LoadBalancerCapabilities\x12\x1c\n" +
+	"\tprotocols\x18\x01 \x03(\tR\tprotocols\x12,\n" +
+	"\x0fmixed_protocols\x18\x02 \x01(\bH\x00R\x0emixedProtocols\x88\x01\x01\x12 \n" +
+	"\tmax_ports\x18\x03 \x01(\rH\x01R\bmaxPorts\x88\x01\x01\x12(\n" +
+	"\rsource_ranges\x18\x04 \x01(\bH\x02R\fsourceRanges\x88\x01\x01\x12*\n" +
+	"\x0eproxy_protocol\x18\x05 \x01(\bH\x03R\rproxyProtocol\x88\x01\x01\x121\n" +
+	"\x12without_node_ports\x18\x06 \x01(\bH\x04R\x10withoutNodePorts\x88\x01\x01\x12-\n" +
+	"\x10load_balancer_ip\x18\a \x01(\bH\x05R\x0eloadBalancerIp\x88\x01\x01B\x12\n" +
+	"\x10_mixed_protocolsB\f\n" +
+	"\n" +
+	"_max_portsB\x10\n" +
+	"\x0e_source_rangesB\x11\n" +
+	"\x0f_proxy_protocolB\x15\n" +
+	"\x13_without_node_portsB\x13\n" +
+	"\x11_load_balancer_ip\"\x84\x04\n" +
 	"\fCapabilities\x12.\n" +
 	"\x10protocol_version\x18\x01 \x01(\rH\x00R\x0fprotocolVersion\x88\x01\x01\x12(\n" +
 	"\rprovider_name\x18\x02 \x01(\tH\x01R\fproviderName\x88\x01\x01\x121\n" +
@@ -2346,7 +2532,8 @@ const file_stratus_provider_v1_provider_proto_rawDesc = "" +
 	"interfaces\x12>\n" +
 	"\n" +
 	"extensions\x18\x06 \x03(\x0e2\x1e.stratus.provider.v1.ExtensionR\n" +
-	"extensionsB\x13\n" +
+	"extensions\x12k\n" +
+	"\x1aload_balancer_capabilities\x18\a \x01(\v2-.stratus.provider.v1.LoadBalancerCapabilitiesR\x18loadBalancerCapabilitiesB\x13\n" +
 	"\x11_protocol_versionB\x10\n" +
 	"\x0e_provider_nameB\x15\n" +
 	"\x13_provider_id_schemeB\x11\n" +
@@ -2417,7 +2604,14 @@ const file_stratus_provider_v1_provider_proto_rawDesc = "" +
 	"\x06status\x18\x01 \x01(\fH\x00R\x06status\x88\x01\x01B\t\n" +
 	"\a_status\"\x1c\n" +
 	"\x1aUpdateLoadBalancerResponse\"#\n" +
-	"!EnsureLoadBalancerDeletedResponse\"S\n" +
+	"!EnsureLoadBalancerDeletedResponse\"\x99\x01\n" +
+	"\x1cValidateLoadBalancerResponse\x12\x1f\n" +
+	"\baccepted\x18\x01 \x01(\bH\x00R\baccepted\x88\x01\x01\x12\x19\n" +
+	"\x05field\x18\x02 \x01(\tH\x01R\x05field\x88\x01\x01\x12\x1b\n" +
+	"\x06reason\x18\x03 \x01(\tH\x02R\x06reason\x88\x01\x01B\v\n" +
+	"\t_acceptedB\b\n" +
+	"\x06_fieldB\t\n" +
+	"\a_reason\"S\n" +
 	"\x18ListLoadBalancersRequest\x12&\n" +
 	"\fcluster_name\x18\x01 \x01(\tH\x00R\vclusterName\x88\x01\x01B\x0f\n" +
 	"\r_cluster_name\"\xcc\x02\n" +
@@ -2525,12 +2719,13 @@ const file_stratus_provider_v1_provider_proto_rawDesc = "" +
 	"\x17INTERFACE_LOAD_BALANCER\x10\x02\x12\x14\n" +
 	"\x10INTERFACE_ROUTES\x10\x03\x12\x17\n" +
 	"\x13INTERFACE_INSTANCES\x10\x04\x12\x13\n" +
-	"\x0fINTERFACE_ZONES\x10\x05*\x89\x01\n" +
+	"\x0fINTERFACE_ZONES\x10\x05*\xb0\x01\n" +
 	"\tExtension\x12\x19\n" +
 	"\x15EXTENSION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19EXTENSION_INSTANCE_LISTER\x10\x01\x12\x1e\n" +
 	"\x1aEXTENSION_INSTANCE_WATCHER\x10\x02\x12\"\n" +
-	"\x1eEXTENSION_LOAD_BALANCER_LISTER\x10\x032\xbf\x15\n" +
+	"\x1eEXTENSION_LOAD_BALANCER_LISTER\x10\x03\x12%\n" +
+	"!EXTENSION_LOAD_BALANCER_VALIDATOR\x10\x042\xb4\x16\n" +
 	"\bProvider\x12a\n" +
 	"\x0fGetCapabilities\x12+.stratus.provider.v1.GetCapabilitiesRequest\x1a!.stratus.provider.v1.Capabilities\x12c\n" +
 	"\x0eInstanceExists\x12$.stratus.provider.v1.InstanceRequest\x1a+.stratus.provider.v1.InstanceExistsResponse\x12g\n" +
@@ -2543,7 +2738,8 @@ const file_stratus_provider_v1_provider_proto_rawDesc = "" +
 	"\x12EnsureLoadBalancer\x12-.stratus.provider.v1.LoadBalancerNodesRequest\x1a/.stratus.provider.v1.EnsureLoadBalancerResponse\x12t\n" +
 	"\x12UpdateLoadBalancer\x12-.stratus.provider.v1.LoadBalancerNodesRequest\x1a/.stratus.provider.v1.UpdateLoadBalancerResponse\x12}\n" +
 	"\x19EnsureLoadBalancerDeleted\x12(.stratus.provider.v1.LoadBalancerRequest\x1a6.stratus.provider.v1.EnsureLoadBalancerDeletedResponse\x12r\n" +
-	"\x11ListLoadBalancers\x12-.stratus.provider.v1.ListLoadBalancersRequest\x1a..stratus.provider.v1.ListLoadBalancersResponse\x12]\n" +
+	"\x11ListLoadBalancers\x12-.stratus.provider.v1.ListLoadBalancersRequest\x1a..stratus.provider.v1.ListLoadBalancersResponse\x12s\n" +
+	"\x14ValidateLoadBalancer\x12(.stratus.provider.v1.LoadBalancerRequest\x1a1.stratus.provider.v1.ValidateLoadBalancerResponse\x12]\n" +
 	"\n" +
 	"ListRoutes\x12&.stratus.provider.v1.ListRoutesRequest\x1a'.stratus.provider.v1.ListRoutesResponse\x12`\n" +
 	"\vCreateRoute\x12'.stratus.provider.v1.CreateRouteRequest\x1a(.stratus.provider.v1.CreateRouteResponse\x12`\n" +
@@ -2574,130 +2770,135 @@ func file_stratus_provider_v1_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_stratus_provider_v1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_stratus_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_stratus_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_stratus_provider_v1_provider_proto_goTypes = []any{
 	(Interface)(0),                            // 0: stratus.provider.v1.Interface
 	(Extension)(0),                            // 1: stratus.provider.v1.Extension
 	(Error_Kind)(0),                           // 2: stratus.provider.v1.Error.Kind
 	(*GetCapabilitiesRequest)(nil),            // 3: stratus.provider.v1.GetCapabilitiesRequest
-	(*Capabilities)(nil),                      // 4: stratus.provider.v1.Capabilities
-	(*InstanceRequest)(nil),                   // 5: stratus.provider.v1.InstanceRequest
-	(*InstanceExistsResponse)(nil),            // 6: stratus.provider.v1.InstanceExistsResponse
-	(*InstanceShutdownResponse)(nil),          // 7: stratus.provider.v1.InstanceShutdownResponse
-	(*NodeAddress)(nil),                       // 8: stratus.provider.v1.NodeAddress
-	(*InstanceMetadata)(nil),                  // 9: stratus.provider.v1.InstanceMetadata
-	(*InstanceMetadataResponse)(nil),          // 10: stratus.provider.v1.InstanceMetadataResponse
-	(*ListInstancesRequest)(nil),              // 11: stratus.provider.v1.ListInstancesRequest
-	(*Instance)(nil),                          // 12: stratus.provider.v1.Instance
-	(*ListInstancesResponse)(nil),             // 13: stratus.provider.v1.ListInstancesResponse
-	(*WatchInstancesRequest)(nil),             // 14: stratus.provider.v1.WatchInstancesRequest
-	(*InstancesChanged)(nil),                  // 15: stratus.provider.v1.InstancesChanged
-	(*LoadBalancerRequest)(nil),               // 16: stratus.provider.v1.LoadBalancerRequest
-	(*LoadBalancerNodesRequest)(nil),          // 17: stratus.provider.v1.LoadBalancerNodesRequest
-	(*GetLoadBalancerResponse)(nil),           // 18: stratus.provider.v1.GetLoadBalancerResponse
-	(*GetLoadBalancerNameResponse)(nil),       // 19: stratus.provider.v1.GetLoadBalancerNameResponse
-	(*EnsureLoadBalancerResponse)(nil),        // 20: stratus.provider.v1.EnsureLoadBalancerResponse
-	(*UpdateLoadBalancerResponse)(nil),        // 21: stratus.provider.v1.UpdateLoadBalancerResponse
-	(*EnsureLoadBalancerDeletedResponse)(nil), // 22: stratus.provider.v1.EnsureLoadBalancerDeletedResponse
-	(*ListLoadBalancersRequest)(nil),          // 23: stratus.provider.v1.ListLoadBalancersRequest
-	(*LoadBalancerRef)(nil),                   // 24: stratus.provider.v1.LoadBalancerRef
-	(*ListLoadBalancersResponse)(nil),         // 25: stratus.provider.v1.ListLoadBalancersResponse
-	(*Route)(nil),                             // 26: stratus.provider.v1.Route
-	(*ListRoutesRequest)(nil),                 // 27: stratus.provider.v1.ListRoutesRequest
-	(*ListRoutesResponse)(nil),                // 28: stratus.provider.v1.ListRoutesResponse
-	(*CreateRouteRequest)(nil),                // 29: stratus.provider.v1.CreateRouteRequest
-	(*CreateRouteResponse)(nil),               // 30: stratus.provider.v1.CreateRouteResponse
-	(*DeleteRouteRequest)(nil),                // 31: stratus.provider.v1.DeleteRouteRequest
-	(*DeleteRouteResponse)(nil),               // 32: stratus.provider.v1.DeleteRouteResponse
-	(*NodeNameRequest)(nil),                   // 33: stratus.provider.v1.NodeNameRequest
-	(*ProviderIDRequest)(nil),                 // 34: stratus.provider.v1.ProviderIDRequest
-	(*NodeAddressesResponse)(nil),             // 35: stratus.provider.v1.NodeAddressesResponse
-	(*InstanceIDResponse)(nil),                // 36: stratus.provider.v1.InstanceIDResponse
-	(*InstanceTypeResponse)(nil),              // 37: stratus.provider.v1.InstanceTypeResponse
-	(*CurrentNodeNameRequest)(nil),            // 38: stratus.provider.v1.CurrentNodeNameRequest
-	(*CurrentNodeNameResponse)(nil),           // 39: stratus.provider.v1.CurrentNodeNameResponse
-	(*GetZoneRequest)(nil),                    // 40: stratus.provider.v1.GetZoneRequest
-	(*Zone)(nil),                              // 41: stratus.provider.v1.Zone
-	(*ZoneResponse)(nil),                      // 42: stratus.provider.v1.ZoneResponse
-	(*Error)(nil),                             // 43: stratus.provider.v1.Error
-	nil,                                       // 44: stratus.provider.v1.InstanceMetadata.AdditionalLabelsEntry
-	(*durationpb.Duration)(nil),               // 45: google.protobuf.Duration
+	(*LoadBalancerCapabilities)(nil),          // 4: stratus.provider.v1.LoadBalancerCapabilities
+	(*Capabilities)(nil),                      // 5: stratus.provider.v1.Capabilities
+	(*InstanceRequest)(nil),                   // 6: stratus.provider.v1.InstanceRequest
+	(*InstanceExistsResponse)(nil),            // 7: stratus.provider.v1.InstanceExistsResponse
+	(*InstanceShutdownResponse)(nil),          // 8: stratus.provider.v1.InstanceShutdownResponse
+	(*NodeAddress)(nil),                       // 9: stratus.provider.v1.NodeAddress
+	(*InstanceMetadata)(nil),                  // 10: stratus.provider.v1.InstanceMetadata
+	(*InstanceMetadataResponse)(nil),          // 11: stratus.provider.v1.InstanceMetadataResponse
+	(*ListInstancesRequest)(nil),              // 12: stratus.provider.v1.ListInstancesRequest
+	(*Instance)(nil),                          // 13: stratus.provider.v1.Instance
+	(*ListInstancesResponse)(nil),             // 14: stratus.provider.v1.ListInstancesResponse
+	(*WatchInstancesRequest)(nil),             // 15: stratus.provider.v1.WatchInstancesRequest
+	(*InstancesChanged)(nil),                  // 16: stratus.provider.v1.InstancesChanged
+	(*LoadBalancerRequest)(nil),               // 17: stratus.provider.v1.LoadBalancerRequest
+	(*LoadBalancerNodesRequest)(nil),          // 18: stratus.provider.v1.LoadBalancerNodesRequest
+	(*GetLoadBalancerResponse)(nil),           // 19: stratus.provider.v1.GetLoadBalancerResponse
+	(*GetLoadBalancerNameResponse)(nil),       // 20: stratus.provider.v1.GetLoadBalancerNameResponse
+	(*EnsureLoadBalancerResponse)(nil),        // 21: stratus.provider.v1.EnsureLoadBalancerResponse
+	(*UpdateLoadBalancerResponse)(nil),        // 22: stratus.provider.v1.UpdateLoadBalancerResponse
+	(*EnsureLoadBalancerDeletedResponse)(nil), // 23: stratus.provider.v1.EnsureLoadBalancerDeletedResponse
+	(*ValidateLoadBalancerResponse)(nil),      // 24: stratus.provider.v1.ValidateLoadBalancerResponse
+	(*ListLoadBalancersRequest)(nil),          // 25: stratus.provider.v1.ListLoadBalancersRequest
+	(*LoadBalancerRef)(nil),                   // 26: stratus.provider.v1.LoadBalancerRef
+	(*ListLoadBalancersResponse)(nil),         // 27: stratus.provider.v1.ListLoadBalancersResponse
+	(*Route)(nil),                             // 28: stratus.provider.v1.Route
+	(*ListRoutesRequest)(nil),                 // 29: stratus.provider.v1.ListRoutesRequest
+	(*ListRoutesResponse)(nil),                // 30: stratus.provider.v1.ListRoutesResponse
+	(*CreateRouteRequest)(nil),                // 31: stratus.provider.v1.CreateRouteRequest
+	(*CreateRouteResponse)(nil),               // 32: stratus.provider.v1.CreateRouteResponse
+	(*DeleteRouteRequest)(nil),                // 33: stratus.provider.v1.DeleteRouteRequest
+	(*DeleteRouteResponse)(nil),               // 34: stratus.provider.v1.DeleteRouteResponse
+	(*NodeNameRequest)(nil),                   // 35: stratus.provider.v1.NodeNameRequest
+	(*ProviderIDRequest)(nil),                 // 36: stratus.provider.v1.ProviderIDRequest
+	(*NodeAddressesResponse)(nil),             // 37: stratus.provider.v1.NodeAddressesResponse
+	(*InstanceIDResponse)(nil),                // 38: stratus.provider.v1.InstanceIDResponse
+	(*InstanceTypeResponse)(nil),              // 39: stratus.provider.v1.InstanceTypeResponse
+	(*CurrentNodeNameRequest)(nil),            // 40: stratus.provider.v1.CurrentNodeNameRequest
+	(*CurrentNodeNameResponse)(nil),           // 41: stratus.provider.v1.CurrentNodeNameResponse
+	(*GetZoneRequest)(nil),                    // 42: stratus.provider.v1.GetZoneRequest
+	(*Zone)(nil),                              // 43: stratus.provider.v1.Zone
+	(*ZoneResponse)(nil),                      // 44: stratus.provider.v1.ZoneResponse
+	(*Error)(nil),                             // 45: stratus.provider.v1.Error
+	nil,                                       // 46: stratus.provider.v1.InstanceMetadata.AdditionalLabelsEntry
+	(*durationpb.Duration)(nil),               // 47: google.protobuf.Duration
 }
 var file_stratus_provider_v1_provider_proto_depIdxs = []int32{
 	0,  // 0: stratus.provider.v1.Capabilities.interfaces:type_name -> stratus.provider.v1.Interface
 	1,  // 1: stratus.provider.v1.Capabilities.extensions:type_name -> stratus.provider.v1.Extension
-	8,  // 2: stratus.provider.v1.InstanceMetadata.node_addresses:type_name -> stratus.provider.v1.NodeAddress
-	44, // 3: stratus.provider.v1.InstanceMetadata.additional_labels:type_name -> stratus.provider.v1.InstanceMetadata.AdditionalLabelsEntry
-	9,  // 4: stratus.provider.v1.InstanceMetadataResponse.metadata:type_name -> stratus.provider.v1.InstanceMetadata
-	9,  // 5: stratus.provider.v1.Instance.metadata:type_name -> stratus.provider.v1.InstanceMetadata
-	43, // 6: stratus.provider.v1.Instance.metadata_error:type_name -> stratus.provider.v1.Error
-	12, // 7: stratus.provider.v1.ListInstancesResponse.instances:type_name -> stratus.provider.v1.Instance
-	24, // 8: stratus.provider.v1.ListLoadBalancersResponse.load_balancers:type_name -> stratus.provider.v1.LoadBalancerRef
-	8,  // 9: stratus.provider.v1.Route.target_node_addresses:type_name -> stratus.provider.v1.NodeAddress
-	26, // 10: stratus.provider.v1.ListRoutesResponse.routes:type_name -> stratus.provider.v1.Route
-	26, // 11: stratus.provider.v1.CreateRouteRequest.route:type_name -> stratus.provider.v1.Route
-	26, // 12: stratus.provider.v1.DeleteRouteRequest.route:type_name -> stratus.provider.v1.Route
-	8,  // 13: stratus.provider.v1.NodeAddressesResponse.node_addresses:type_name -> stratus.provider.v1.NodeAddress
-	41, // 14: stratus.provider.v1.ZoneResponse.zone:type_name -> stratus.provider.v1.Zone
-	2,  // 15: stratus.provider.v1.Error.kind:type_name -> stratus.provider.v1.Error.Kind
-	45, // 16: stratus.provider.v1.Error.retry_after:type_name -> google.protobuf.Duration
-	3,  // 17: stratus.provider.v1.Provider.GetCapabilities:input_type -> stratus.provider.v1.GetCapabilitiesRequest
-	5,  // 18: stratus.provider.v1.Provider.InstanceExists:input_type -> stratus.provider.v1.InstanceRequest
-	5,  // 19: stratus.provider.v1.Provider.InstanceShutdown:input_type -> stratus.provider.v1.InstanceRequest
-	5,  // 20: stratus.provider.v1.Provider.InstanceMetadata:input_type -> stratus.provider.v1.InstanceRequest
-	11, // 21: stratus.provider.v1.Provider.ListInstances:input_type -> stratus.provider.v1.ListInstancesRequest
-	14, // 22: stratus.provider.v1.Provider.WatchInstances:input_type -> stratus.provider.v1.WatchInstancesRequest
-	16, // 23: stratus.provider.v1.Provider.GetLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerRequest
-	16, // 24: stratus.provider.v1.Provider.GetLoadBalancerName:input_type -> stratus.provider.v1.LoadBalancerRequest
-	17, // 25: stratus.provider.v1.Provider.EnsureLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerNodesRequest
-	17, // 26: stratus.provider.v1.Provider.UpdateLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerNodesRequest
-	16, // 27: stratus.provider.v1.Provider.EnsureLoadBalancerDeleted:input_type -> stratus.provider.v1.LoadBalancerRequest
-	23, // 28: stratus.provider.v1.Provider.ListLoadBalancers:input_type -> stratus.provider.v1.ListLoadBalancersRequest
-	27, // 29: stratus.provider.v1.Provider.ListRoutes:input_type -> stratus.provider.v1.ListRoutesRequest
-	29, // 30: stratus.provider.v1.Provider.CreateRoute:input_type -> stratus.provider.v1.CreateRouteRequest
-	31, // 31: stratus.provider.v1.Provider.DeleteRoute:input_type -> stratus.provider.v1.DeleteRouteRequest
-	33, // 32: stratus.provider.v1.Provider.NodeAddresses:input_type -> stratus.provider.v1.NodeNameRequest
-	34, // 33: stratus.provider.v1.Provider.NodeAddressesByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
-	33, // 34: stratus.provider.v1.Provider.InstanceID:input_type -> stratus.provider.v1.NodeNameRequest
-	33, // 35: stratus.provider.v1.Provider.InstanceType:input_type -> stratus.provider.v1.NodeNameRequest
-	34, // 36: stratus.provider.v1.Provider.InstanceTypeByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
-	38, // 37: stratus.provider.v1.Provider.CurrentNodeName:input_type -> stratus.provider.v1.CurrentNodeNameRequest
-	34, // 38: stratus.provider.v1.Provider.InstanceExistsByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
-	34, // 39: stratus.provider.v1.Provider.InstanceShutdownByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
-	40, // 40: stratus.provider.v1.Provider.GetZone:input_type -> stratus.provider.v1.GetZoneRequest
-	34, // 41: stratus.provider.v1.Provider.GetZoneByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
-	33, // 42: stratus.provider.v1.Provider.GetZoneByNodeName:input_type -> stratus.provider.v1.NodeNameRequest
-	4,  // 43: stratus.provider.v1.Provider.GetCapabilities:output_type -> stratus.provider.v1.Capabilities
-	6,  // 44: stratus.provider.v1.Provider.InstanceExists:output_type -> stratus.provider.v1.InstanceExistsResponse
-	7,  // 45: stratus.provider.v1.Provider.InstanceShutdown:output_type -> stratus.provider.v1.InstanceShutdownResponse
-	10, // 46: stratus.provider.v1.Provider.InstanceMetadata:output_type -> stratus.provider.v1.InstanceMetadataResponse
-	13, // 47: stratus.provider.v1.Provider.ListInstances:output_type -> stratus.provider.v1.ListInstancesResponse
-	15, // 48: stratus.provider.v1.Provider.WatchInstances:output_type -> stratus.provider.v1.InstancesChanged
-	18, // 49: stratus.provider.v1.Provider.GetLoadBalancer:output_type -> stratus.provider.v1.GetLoadBalancerResponse
-	19, // 50: stratus.provider.v1.Provider.GetLoadBalancerName:output_type -> stratus.provider.v1.GetLoadBalancerNameResponse
-	20, // 51: stratus.provider.v1.Provider.EnsureLoadBalancer:output_type -> stratus.provider.v1.EnsureLoadBalancerResponse
-	21, // 52: stratus.provider.v1.Provider.UpdateLoadBalancer:output_type -> stratus.provider.v1.UpdateLoadBalancerResponse
-	22, // 53: stratus.provider.v1.Provider.EnsureLoadBalancerDeleted:output_type -> stratus.provider.v1.EnsureLoadBalancerDeletedResponse
-	25, // 54: stratus.provider.v1.Provider.ListLoadBalancers:output_type -> stratus.provider.v1.ListLoadBalancersResponse
-	28, // 55: stratus.provider.v1.Provider.ListRoutes:output_type -> stratus.provider.v1.ListRoutesResponse
-	30, // 56: stratus.provider.v1.Provider.CreateRoute:output_type -> stratus.provider.v1.CreateRouteResponse
-	32, // 57: stratus.provider.v1.Provider.DeleteRoute:output_type -> stratus.provider.v1.DeleteRouteResponse
-	35, // 58: stratus.provider.v1.Provider.NodeAddresses:output_type -> stratus.provider.v1.NodeAddressesResponse
-	35, // 59: stratus.provider.v1.Provider.NodeAddressesByProviderID:output_type -> stratus.provider.v1.NodeAddressesResponse
-	36, // 60: stratus.provider.v1.Provider.InstanceID:output_type -> stratus.provider.v1.InstanceIDResponse
-	37, // 61: stratus.provider.v1.Provider.InstanceType:output_type -> stratus.provider.v1.InstanceTypeResponse
-	37, // 62: stratus.provider.v1.Provider.InstanceTypeByProviderID:output_type -> stratus.provider.v1.InstanceTypeResponse
-	39, // 63: stratus.provider.v1.Provider.CurrentNodeName:output_type -> stratus.provider.v1.CurrentNodeNameResponse
-	6,  // 64: stratus.provider.v1.Provider.InstanceExistsByProviderID:output_type -> stratus.provider.v1.InstanceExistsResponse
-	7,  // 65: stratus.provider.v1.Provider.InstanceShutdownByProviderID:output_type -> stratus.provider.v1.InstanceShutdownResponse
-	42, // 66: stratus.provider.v1.Provider.GetZone:output_type -> stratus.provider.v1.ZoneResponse
-	42, // 67: stratus.provider.v1.Provider.GetZoneByProviderID:output_type -> stratus.provider.v1.ZoneResponse
-	42, // 68: stratus.provider.v1.Provider.GetZoneByNodeName:output_type -> stratus.provider.v1.ZoneResponse
-	43, // [43:69] is the sub-list for method output_type
-	17, // [17:43] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	4,  // 2: stratus.provider.v1.Capabilities.load_balancer_capabilities:type_name -> stratus.provider.v1.LoadBalancerCapabilities
+	9,  // 3: stratus.provider.v1.InstanceMetadata.node_addresses:type_name -> stratus.provider.v1.NodeAddress
+	46, // 4: stratus.provider.v1.InstanceMetadata.additional_labels:type_name -> stratus.provider.v1.InstanceMetadata.AdditionalLabelsEntry
+	10, // 5: stratus.provider.v1.InstanceMetadataResponse.metadata:type_name -> stratus.provider.v1.InstanceMetadata
+	10, // 6: stratus.provider.v1.Instance.metadata:type_name -> stratus.provider.v1.InstanceMetadata
+	45, // 7: stratus.provider.v1.Instance.metadata_error:type_name -> stratus.provider.v1.Error
+	13, // 8: stratus.provider.v1.ListInstancesResponse.instances:type_name -> stratus.provider.v1.Instance
+	26, // 9: stratus.provider.v1.ListLoadBalancersResponse.load_balancers:type_name -> stratus.provider.v1.LoadBalancerRef
+	9,  // 10: stratus.provider.v1.Route.target_node_addresses:type_name -> stratus.provider.v1.NodeAddress
+	28, // 11: stratus.provider.v1.ListRoutesResponse.routes:type_name -> stratus.provider.v1.Route
+	28, // 12: stratus.provider.v1.CreateRouteRequest.route:type_name -> stratus.provider.v1.Route
+	28, // 13: stratus.provider.v1.DeleteRouteRequest.route:type_name -> stratus.provider.v1.Route
+	9,  // 14: stratus.provider.v1.NodeAddressesResponse.node_addresses:type_name -> stratus.provider.v1.NodeAddress
+	43, // 15: stratus.provider.v1.ZoneResponse.zone:type_name -> stratus.provider.v1.Zone
+	2,  // 16: stratus.provider.v1.Error.kind:type_name -> stratus.provider.v1.Error.Kind
+	47, // 17: stratus.provider.v1.Error.retry_after:type_name -> google.protobuf.Duration
+	3,  // 18: stratus.provider.v1.Provider.GetCapabilities:input_type -> stratus.provider.v1.GetCapabilitiesRequest
+	6,  // 19: stratus.provider.v1.Provider.InstanceExists:input_type -> stratus.provider.v1.InstanceRequest
+	6,  // 20: stratus.provider.v1.Provider.InstanceShutdown:input_type -> stratus.provider.v1.InstanceRequest
+	6,  // 21: stratus.provider.v1.Provider.InstanceMetadata:input_type -> stratus.provider.v1.InstanceRequest
+	12, // 22: stratus.provider.v1.Provider.ListInstances:input_type -> stratus.provider.v1.ListInstancesRequest
+	15, // 23: stratus.provider.v1.Provider.WatchInstances:input_type -> stratus.provider.v1.WatchInstancesRequest
+	17, // 24: stratus.provider.v1.Provider.GetLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerRequest
+	17, // 25: stratus.provider.v1.Provider.GetLoadBalancerName:input_type -> stratus.provider.v1.LoadBalancerRequest
+	18, // 26: stratus.provider.v1.Provider.EnsureLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerNodesRequest
+	18, // 27: stratus.provider.v1.Provider.UpdateLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerNodesRequest
+	17, // 28: stratus.provider.v1.Provider.EnsureLoadBalancerDeleted:input_type -> stratus.provider.v1.LoadBalancerRequest
+	25, // 29: stratus.provider.v1.Provider.ListLoadBalancers:input_type -> stratus.provider.v1.ListLoadBalancersRequest
+	17, // 30: stratus.provider.v1.Provider.ValidateLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerRequest
+	29, // 31: stratus.provider.v1.Provider.ListRoutes:input_type -> stratus.provider.v1.ListRoutesRequest
+	31, // 32: stratus.provider.v1.Provider.CreateRoute:input_type -> stratus.provider.v1.CreateRouteRequest
+	33, // 33: stratus.provider.v1.Provider.DeleteRoute:input_type -> stratus.provider.v1.DeleteRouteRequest
+	35, // 34: stratus.provider.v1.Provider.NodeAddresses:input_type -> stratus.provider.v1.NodeNameRequest
+	36, // 35: stratus.provider.v1.Provider.NodeAddressesByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	35, // 36: stratus.provider.v1.Provider.InstanceID:input_type -> stratus.provider.v1.NodeNameRequest
+	35, // 37: stratus.provider.v1.Provider.InstanceType:input_type -> stratus.provider.v1.NodeNameRequest
+	36, // 38: stratus.provider.v1.Provider.InstanceTypeByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	40, // 39: stratus.provider.v1.Provider.CurrentNodeName:input_type -> stratus.provider.v1.CurrentNodeNameRequest
+	36, // 40: stratus.provider.v1.Provider.InstanceExistsByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	36, // 41: stratus.provider.v1.Provider.InstanceShutdownByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	42, // 42: stratus.provider.v1.Provider.GetZone:input_type -> stratus.provider.v1.GetZoneRequest
+	36, // 43: stratus.provider.v1.Provider.GetZoneByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	35, // 44: stratus.provider.v1.Provider.GetZoneByNodeName:input_type -> stratus.provider.v1.NodeNameRequest
+	5,  // 45: stratus.provider.v1.Provider.GetCapabilities:output_type -> stratus.provider.v1.Capabilities
+	7,  // 46: stratus.provider.v1.Provider.InstanceExists:output_type -> stratus.provider.v1.InstanceExistsResponse
+	8,  // 47: stratus.provider.v1.Provider.InstanceShutdown:output_type -> stratus.provider.v1.InstanceShutdownResponse
+	11, // 48: stratus.provider.v1.Provider.InstanceMetadata:output_type -> stratus.provider.v1.InstanceMetadataResponse
+	14, // 49: stratus.provider.v1.Provider.ListInstances:output_type -> stratus.provider.v1.ListInstancesResponse
+	16, // 50: stratus.provider.v1.Provider.WatchInstances:output_type -> stratus.provider.v1.InstancesChanged
+	19, // 51: stratus.provider.v1.Provider.GetLoadBalancer:output_type -> stratus.provider.v1.GetLoadBalancerResponse
+	20, // 52: stratus.provider.v1.Provider.GetLoadBalancerName:output_type -> stratus.provider.v1.GetLoadBalancerNameResponse
+	21, // 53: stratus.provider.v1.Provider.EnsureLoadBalancer:output_type -> stratus.provider.v1.EnsureLoadBalancerResponse
+	22, // 54: stratus.provider.v1.Provider.UpdateLoadBalancer:output_type -> stratus.provider.v1.UpdateLoadBalancerResponse
+	23, // 55: stratus.provider.v1.Provider.EnsureLoadBalancerDeleted:output_type -> stratus.provider.v1.EnsureLoadBalancerDeletedResponse
+	27, // 56: stratus.provider.v1.Provider.ListLoadBalancers:output_type -> stratus.provider.v1.ListLoadBalancersResponse
+	24, // 57: stratus.provider.v1.Provider.ValidateLoadBalancer:output_type -> stratus.provider.v1.ValidateLoadBalancerResponse
+	30, // 58: stratus.provider.v1.Provider.ListRoutes:output_type -> stratus.provider.v1.ListRoutesResponse
+	32, // 59: stratus.provider.v1.Provider.CreateRoute:output_type -> stratus.provider.v1.CreateRouteResponse
+	34, // 60: stratus.provider.v1.Provider.DeleteRoute:output_type -> stratus.provider.v1.DeleteRouteResponse
+	37, // 61: stratus.provider.v1.Provider.NodeAddresses:output_type -> stratus.provider.v1.NodeAddressesResponse
+	37, // 62: stratus.provider.v1.Provider.NodeAddressesByProviderID:output_type -> stratus.provider.v1.NodeAddressesResponse
+	38, // 63: stratus.provider.v1.Provider.InstanceID:output_type -> stratus.provider.v1.InstanceIDResponse
+	39, // 64: stratus.provider.v1.Provider.InstanceType:output_type -> stratus.provider.v1.InstanceTypeResponse
+	39, // 65: stratus.provider.v1.Provider.InstanceTypeByProviderID:output_type -> stratus.provider.v1.InstanceTypeResponse
+	41, // 66: stratus.provider.v1.Provider.CurrentNodeName:output_type -> stratus.provider.v1.CurrentNodeNameResponse
+	7,  // 67: stratus.provider.v1.Provider.InstanceExistsByProviderID:output_type -> stratus.provider.v1.InstanceExistsResponse
+	8,  // 68: stratus.provider.v1.Provider.InstanceShutdownByProviderID:output_type -> stratus.provider.v1.InstanceShutdownResponse
+	44, // 69: stratus.provider.v1.Provider.GetZone:output_type -> stratus.provider.v1.ZoneResponse
+	44, // 70: stratus.provider.v1.Provider.GetZoneByProviderID:output_type -> stratus.provider.v1.ZoneResponse
+	44, // 71: stratus.provider.v1.Provider.GetZoneByNodeName:output_type -> stratus.provider.v1.ZoneResponse
+	45, // [45:72] is the sub-list for method output_type
+	18, // [18:45] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_stratus_provider_v1_provider_proto_init() }
@@ -2706,37 +2907,39 @@ func file_stratus_provider_v1_provider_proto_init() {
 		return
 	}
 	file_stratus_provider_v1_provider_proto_msgTypes[1].OneofWrappers = []any{}
-	file_stratus_provider_v1_provider_proto_msgTypes[3].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[2].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[4].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[5].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[6].OneofWrappers = []any{}
-	file_stratus_provider_v1_provider_proto_msgTypes[9].OneofWrappers = []any{}
-	file_stratus_provider_v1_provider_proto_msgTypes[13].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[7].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[10].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[14].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[15].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[16].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[17].OneofWrappers = []any{}
-	file_stratus_provider_v1_provider_proto_msgTypes[20].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[18].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[21].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[22].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[23].OneofWrappers = []any{}
-	file_stratus_provider_v1_provider_proto_msgTypes[24].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[25].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[26].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[28].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[30].OneofWrappers = []any{}
-	file_stratus_provider_v1_provider_proto_msgTypes[31].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[32].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[33].OneofWrappers = []any{}
-	file_stratus_provider_v1_provider_proto_msgTypes[34].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[35].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[36].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[37].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[38].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[40].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[42].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stratus_provider_v1_provider_proto_rawDesc), len(file_stratus_provider_v1_provider_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   42,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

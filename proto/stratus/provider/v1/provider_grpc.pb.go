@@ -47,6 +47,7 @@ const (
 	Provider_UpdateLoadBalancer_FullMethodName           = "/stratus.provider.v1.Provider/UpdateLoadBalancer"
 	Provider_EnsureLoadBalancerDeleted_FullMethodName    = "/stratus.provider.v1.Provider/EnsureLoadBalancerDeleted"
 	Provider_ListLoadBalancers_FullMethodName            = "/stratus.provider.v1.Provider/ListLoadBalancers"
+	Provider_ValidateLoadBalancer_FullMethodName         = "/stratus.provider.v1.Provider/ValidateLoadBalancer"
 	Provider_ListRoutes_FullMethodName                   = "/stratus.provider.v1.Provider/ListRoutes"
 	Provider_CreateRoute_FullMethodName                  = "/stratus.provider.v1.Provider/CreateRoute"
 	Provider_DeleteRoute_FullMethodName                  = "/stratus.provider.v1.Provider/DeleteRoute"
@@ -96,6 +97,10 @@ type ProviderClient interface {
 	EnsureLoadBalancerDeleted(ctx context.Context, in *LoadBalancerRequest, opts ...grpc.CallOption) (*EnsureLoadBalancerDeletedResponse, error)
 	// ListLoadBalancers is stratus.LoadBalancerLister.ListLoadBalancers.
 	ListLoadBalancers(ctx context.Context, in *ListLoadBalancersRequest, opts ...grpc.CallOption) (*ListLoadBalancersResponse, error)
+	// ValidateLoadBalancer is stratus.LoadBalancerValidator.ValidateLoadBalancer:
+	// the provider's dry run. A refusal is a reply; an error status means the
+	// dry run could not tell.
+	ValidateLoadBalancer(ctx context.Context, in *LoadBalancerRequest, opts ...grpc.CallOption) (*ValidateLoadBalancerResponse, error)
 	// ListRoutes is Routes.ListRoutes.
 	ListRoutes(ctx context.Context, in *ListRoutesRequest, opts ...grpc.CallOption) (*ListRoutesResponse, error)
 	// CreateRoute is Routes.CreateRoute.
@@ -257,6 +262,16 @@ func (c *providerClient) ListLoadBalancers(ctx context.Context, in *ListLoadBala
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ListLoadBalancersResponse)
 	err := c.cc.Invoke(ctx, Provider_ListLoadBalancers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerClient) ValidateLoadBalancer(ctx context.Context, in *LoadBalancerRequest, opts ...grpc.CallOption) (*ValidateLoadBalancerResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ValidateLoadBalancerResponse)
+	err := c.cc.Invoke(ctx, Provider_ValidateLoadBalancer_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -436,6 +451,10 @@ type ProviderServer interface {
 	EnsureLoadBalancerDeleted(context.Context, *LoadBalancerRequest) (*EnsureLoadBalancerDeletedResponse, error)
 	// ListLoadBalancers is stratus.LoadBalancerLister.ListLoadBalancers.
 	ListLoadBalancers(context.Context, *ListLoadBalancersRequest) (*ListLoadBalancersResponse, error)
+	// ValidateLoadBalancer is stratus.LoadBalancerValidator.ValidateLoadBalancer:
+	// the provider's dry run. A refusal is a reply; an error status means the
+	// dry run could not tell.
+	ValidateLoadBalancer(context.Context, *LoadBalancerRequest) (*ValidateLoadBalancerResponse, error)
 	// ListRoutes is Routes.ListRoutes.
 	ListRoutes(context.Context, *ListRoutesRequest) (*ListRoutesResponse, error)
 	// CreateRoute is Routes.CreateRoute.
@@ -509,6 +528,9 @@ func (UnimplementedProviderServer) EnsureLoadBalancerDeleted(context.Context, *L
 }
 func (UnimplementedProviderServer) ListLoadBalancers(context.Context, *ListLoadBalancersRequest) (*ListLoadBalancersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListLoadBalancers not implemented")
+}
+func (UnimplementedProviderServer) ValidateLoadBalancer(context.Context, *LoadBalancerRequest) (*ValidateLoadBalancerResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ValidateLoadBalancer not implemented")
 }
 func (UnimplementedProviderServer) ListRoutes(context.Context, *ListRoutesRequest) (*ListRoutesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRoutes not implemented")
@@ -778,6 +800,24 @@ func _Provider_ListLoadBalancers_Handler(srv interface{}, ctx context.Context, d
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ProviderServer).ListLoadBalancers(ctx, req.(*ListLoadBalancersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Provider_ValidateLoadBalancer_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LoadBalancerRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).ValidateLoadBalancer(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_ValidateLoadBalancer_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).ValidateLoadBalancer(ctx, req.(*LoadBalancerRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1084,6 +1124,10 @@ var Provider_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListLoadBalancers",
 			Handler:    _Provider_ListLoadBalancers_Handler,
+		},
+		{
+			MethodName: "ValidateLoadBalancer",
+			Handler:    _Provider_ValidateLoadBalancer_Handler,
 		},
 		{
 			MethodName: "ListRoutes",
