@@ -281,6 +281,38 @@ func TestServicesAndRoutes(t *testing.T) {
 		return got["os-a"] > 0 && got["os-b"] > 0, nil
 	})
 
+	// A node joins: one batch member update, after which Octavia is
+	// PENDING_UPDATE (the provider's RetryError). That is normal life:
+	// traffic reaches the new node and no Warning is recorded.
+	inC := c.instance(t, "os-c")
+	minicloudtest.StartBackend(t, "os-c", inC.PrivateIP, minicloudtest.BackendOptions{TCP: true, Port: int(svc.Spec.Ports[0].NodePort)})
+	join(t, cs, "os-c", true, "10.244.3.0/24")
+	initialized(t, cs, "os-c")
+	testsupport.Eventually(t, 90*time.Second, "traffic to the joined node", func(context.Context) (bool, error) {
+		return minicloudtest.CountTCP(t, net.JoinHostPort(ip, strconv.Itoa(18400)), 6)["os-c"] > 0, nil
+	})
+	// The full ensure that finishes the update records EnsuredLoadBalancer
+	// a second time (the recorder counts repeats), after any event of the
+	// update itself.
+	testsupport.Eventually(t, 90*time.Second, "the Service ensured again after the join", func(ctx context.Context) (bool, error) {
+		list, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web,reason=EnsuredLoadBalancer"})
+		if err != nil {
+			return false, err
+		}
+		var n int32
+		for _, e := range list.Items {
+			n += max(1, e.Count)
+		}
+		return n >= 2, nil
+	})
+	warnings, err := cs.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "involvedObject.name=web,type=Warning"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range warnings.Items {
+		t.Errorf("Warning on Service web during healthy operation: %s: %s", e.Reason, e.Message)
+	}
+
 	if _, err := cs.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "sctp"},
 		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeLoadBalancer, Ports: []corev1.ServicePort{{Protocol: corev1.ProtocolSCTP, Port: 18401}}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
