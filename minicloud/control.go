@@ -67,6 +67,6 @@ func (s *Server) putFaults(r *http.Request) (int, any, error) {
 	s.statsMu.Lock()
 	s.faults = f
 	s.statsMu.Unlock()
-	s.log.Info("faults set", "errorRate", f.ErrorRate, "throttleRate", f.ThrottleRate, "unauthorizedRate", f.UnauthorizedRate, "latencyMS", f.LatencyMS, "operations", f.Operations)
+	s.log.Info("faults set", "errorRate", f.ErrorRate, "throttleRate", f.ThrottleRate, "unauthorizedRate", f.UnauthorizedRate, "latencyMS", f.LatencyMS, "operations", f.Operations, "holdProvisioning", f.HoldProvisioning)
 	return http.StatusOK, f, nil
 }

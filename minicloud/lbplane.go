@@ -60,6 +60,10 @@ func (r *resolver) resolve(t api.Target) dataplane.Backend {
 	return dataplane.Backend{Addr: a}
 }
 
+// heldProvisioningRecheck is how often a load balancer whose activation the
+// HoldProvisioning fault holds looks at the fault again.
+const heldProvisioningRecheck = 500 * time.Millisecond
+
 // scheduleActivation makes load balancer id active after d.
 func (s *Server) scheduleActivation(id string, d time.Duration) {
 	s.planeMu.Lock()
@@ -85,6 +89,14 @@ func (s *Server) activate(id string) {
 	if t := s.timers[id]; t != nil {
 		t.Stop()
 		delete(s.timers, id)
+	}
+	s.statsMu.Lock()
+	held := s.faults.HoldProvisioning
+	s.statsMu.Unlock()
+	if held {
+		// Looked at again until the fault is cleared.
+		s.timers[id] = time.AfterFunc(heldProvisioningRecheck, func() { s.activate(id) })
+		return
 	}
 	// As in reconcileLBs: without a data plane, resolving the targets is
 	// work for nobody.

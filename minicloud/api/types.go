@@ -274,4 +274,8 @@ type Faults struct {
 	UnauthorizedRate float64  `json:"unauthorized_rate,omitempty"`
 	LatencyMS        int      `json:"latency_ms"`
 	Operations       []string `json:"operations,omitempty"`
+	// HoldProvisioning keeps every provisioning load balancer provisioning
+	// (a cloud whose provisioning never completes) while set; once
+	// cleared they become active. Operations does not apply to it.
+	HoldProvisioning bool `json:"hold_provisioning,omitempty"`
 }
