@@ -227,6 +227,9 @@ type kit struct {
 	lbLister stratus.LoadBalancerLister
 	routes   cloudprovider.Routes
 
+	validator stratus.LoadBalancerValidator
+	lbCaps    *stratus.LoadBalancerCapabilities // nil when not declared
+
 	lbd     LoadBalancerDriver
 	traffic TrafficDriver
 	faults  FaultDriver
@@ -261,6 +264,7 @@ func newKit(cfg *Config, raw cloudprovider.Interface, kube kubernetes.Interface)
 	if l, ok := raw.(stratus.LoadBalancerLister); ok {
 		k.lbLister = l
 	}
+	k.validator, k.lbCaps = validation(raw, k.lb)
 	if r, ok := raw.Routes(); ok && r != nil {
 		k.routes = r
 	}
@@ -321,6 +325,8 @@ const (
 	NeedDualStack
 	NeedTraffic
 	NeedFaults
+	NeedLoadBalancerValidator
+	NeedLoadBalancerCapabilities
 )
 
 func (k *kit) lacks(n Need) string {
@@ -364,6 +370,14 @@ func (k *kit) lacks(n Need) string {
 	case NeedFaults:
 		if k.faults == nil {
 			return "the driver cannot make the cloud fail (conformance.FaultDriver)"
+		}
+	case NeedLoadBalancerValidator:
+		if k.lb != nil && k.validator == nil {
+			return "the provider does not implement pkg/stratus.LoadBalancerValidator"
+		}
+	case NeedLoadBalancerCapabilities:
+		if k.lb != nil && k.lbCaps == nil {
+			return "the provider does not declare pkg/stratus.LoadBalancerCapabilities"
 		}
 	}
 	return ""
