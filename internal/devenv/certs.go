@@ -86,6 +86,11 @@ func (p pki) ensure(servingIPs ...net.IP) error {
 	if err := p.ensureLeaf("kube-controller-manager", pkix.Name{CommonName: kcmUser}, x509.ExtKeyUsageClientAuth, nil, nil, ca, caSigner); err != nil {
 		return err
 	}
+	// The API server's identity towards kubelets (logs, exec, port-forward),
+	// which real kubelets authenticate and authorize through the API.
+	if err := p.ensureLeaf("apiserver-kubelet-client", pkix.Name{CommonName: "kube-apiserver-kubelet-client", Organization: []string{mastersGroup}}, x509.ExtKeyUsageClientAuth, nil, nil, ca, caSigner); err != nil {
+		return err
+	}
 	return p.ensureServiceAccountKey()
 }
 

@@ -193,7 +193,11 @@ func (e *env) run(ctx context.Context) error {
 	go func() { defer close(narratorDone); n.run(runCtx) }()
 	defer func() { cancel(); <-narratorDone }()
 
-	if !e.opts.NoManager {
+	// With real nodes stratus-ccm is installed from the chart below, once
+	// the images its pods run are built.
+	switch {
+	case e.real != nil && !e.opts.NoManager:
+	case !e.opts.NoManager:
 		// The first start must succeed (bad flags or configuration end
 		// stratus dev); later exits are restarted, so killing the manager is
 		// a fault drill, not the end of the environment.
@@ -203,8 +207,10 @@ func (e *env) run(ctx context.Context) error {
 		}
 		sup := superviseManager(runCtx, mgr, e.launchManager, e.say)
 		defer sup.stop(stopCtx, stopGrace)
-	} else if err := e.writeManagerArgs(); err != nil {
-		return err
+	default:
+		if err := e.writeManagerArgs(); err != nil {
+			return err
+		}
 	}
 
 	stopPrometheus, err := e.startPrometheus(runCtx, cs)
@@ -218,15 +224,16 @@ func (e *env) run(ctx context.Context) error {
 		f.list = vsphereMachines(e.vc, peerNetwork(e.block))
 	}
 	if e.real != nil {
-		managerBin, err := e.managerBinary(runCtx)
-		if err != nil {
-			return err
-		}
 		e.say("building the images the real nodes import (pause, agnhost, stratus-ccm)")
-		if err := e.real.prepare(runCtx, e.opts.RepoRoot, managerBin); err != nil {
+		if err := e.real.prepare(runCtx, e.opts.RepoRoot, e.opts.ManagerBinary); err != nil {
 			return err
 		}
 		f.list = e.real.machines(e.cloud.client, cs)
+		if !e.opts.NoManager {
+			if err := e.installChart(runCtx); err != nil {
+				return err
+			}
+		}
 	}
 	fleetDone := make(chan struct{})
 	go func() { defer close(fleetDone); f.run(runCtx) }()
@@ -259,11 +266,11 @@ func (e *env) summary(nodes []string) {
 	fmt.Fprintf(w, "\nstratus dev is running (state in %s)\n", e.opts.StateDir)
 	fmt.Fprintf(w, "  kube-apiserver  %s   kubeconfig %s\n", e.cp.APIServerURL(), e.cp.KubeconfigPath())
 	if e.vsphere() {
-		fmt.Fprintf(w, "  vcsim           %s   simulated vCenter, user %s, CA %s (stop/start it: bin/stratus dev vcsim stop|start)\n", e.vc.URL(), e.vc.Username(), e.vc.CAFile())
-		fmt.Fprintf(w, "  minicloud       %s   load balancers only, reaching the VMs' network %s via %s; token in %s (bin/stratus dev minicloud stop|start)\n",
+		fmt.Fprintf(w, "  vcsim           %s   simulated vCenter, user %s, CA %s (outage drills: bin/stratus dev vcsim stop|start|hang)\n", e.vc.URL(), e.vc.Username(), e.vc.CAFile())
+		fmt.Fprintf(w, "  minicloud       %s   load balancers only, reaching the VMs' network %s via %s; token in %s (bin/stratus dev minicloud stop|start|hang)\n",
 			e.cloud.url, vmNetwork, peerNetwork(e.block).Via, e.cloud.tokenFile)
 	} else {
-		fmt.Fprintf(w, "  minicloud       %s   token in %s (stop/start it: bin/stratus dev minicloud stop|start)\n", e.cloud.url, e.cloud.tokenFile)
+		fmt.Fprintf(w, "  minicloud       %s   token in %s (outage drills: bin/stratus dev minicloud stop|start|hang)\n", e.cloud.url, e.cloud.tokenFile)
 	}
 	if e.openstack() {
 		fmt.Fprintf(w, "  openstack       %s   minicloud's OpenStack dialect (Keystone, Nova, Neutron, Octavia); password: the minicloud token\n", OpenStackIdentityURL(e.cloud.url))
@@ -271,14 +278,18 @@ func (e *env) summary(nodes []string) {
 	switch {
 	case e.opts.NoManager:
 		fmt.Fprintf(w, "  stratus-ccm     not started (--no-manager)\n")
+	case e.real != nil:
+		fmt.Fprintf(w, "  stratus-ccm     %s\n", e.realManagerLine())
 	case e.vsphere():
 		fmt.Fprintf(w, "  stratus-ccm     health/metrics on https://127.0.0.1:%d; nodes from vsphere, load balancers from minicloud, no routes (%s)\n", e.ports.Manager, e.managerConfigPath())
 	case e.openstack():
-		fmt.Fprintf(w, "  stratus-ccm     health/metrics on https://127.0.0.1:%d; provider openstack (%s): nodes from Nova, Octavia load balancers with floating IPs, no routes\n", e.ports.Manager, e.openstackConfigPath())
+		fmt.Fprintf(w, "  stratus-ccm     health/metrics on https://127.0.0.1:%d; provider openstack (%s): nodes from Nova, Octavia load balancers with floating IPs, pod-CIDR routes on router minicloud\n", e.ports.Manager, e.openstackConfigPath())
 	default:
 		fmt.Fprintf(w, "  stratus-ccm     health/metrics on https://127.0.0.1:%d\n", e.ports.Manager)
 	}
-	if e.vsphere() {
+	if e.real != nil {
+		fmt.Fprintf(w, "  nodes           %s (%s)\n", strings.Join(nodes, ", "), realNodeSummary(e.real))
+	} else if e.vsphere() {
 		fmt.Fprintf(w, "  nodes           %s (simulated kubelets, one per powered-on VM; NodePorts answer on the loopback counterpart of each VM's IP)\n", strings.Join(nodes, ", "))
 	} else if e.openstack() {
 		fmt.Fprintf(w, "  nodes           %s (simulated kubelets of minicloud instances, which are the Nova servers; NodePorts answer on each instance's private IP)\n", strings.Join(nodes, ", "))
@@ -301,7 +312,7 @@ func (e *env) summary(nodes []string) {
 		}
 		fmt.Fprintf(w, "  bin/stratus vcsim vm list\n")
 		fmt.Fprintf(w, "  bin/stratus vcsim vm power-off %s   # NotReady, then the shutdown taint; power-on brings it back\n", vm)
-		fmt.Fprintf(w, "  bin/stratus vcsim vm destroy %s     # leaves the load balancers; node deleted %s after NotReady\n", vm, NodeDeletionGracePeriod)
+		fmt.Fprintf(w, "  bin/stratus vcsim vm destroy %s     # leaves the load balancers; the node is deleted once its VM has been missing for %s and the deletion guard's next check confirms it: about 30-35 s after NotReady\n", vm, NodeDeletionGracePeriod)
 		fmt.Fprintf(w, "  bin/stratus vcsim vm create extra      # a new VM: its kubelet joins\n")
 	} else {
 		fmt.Fprintf(w, "  bin/stratus minicloud instances create extra --tag %s=%s\n", NodeTagKey, NodeTagValue)

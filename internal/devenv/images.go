@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"debug/elf"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -145,16 +146,34 @@ func fileSum(path string) (string, error) {
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// buildPause builds the pause command of this repository into dir.
-func buildPause(ctx context.Context, repoRoot, dir string) (string, error) {
-	out := filepath.Join(dir, "pause")
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./internal/devenv/pause")
+// buildStatic builds a command of this repository (e.g. ./cmd/stratus-ccm)
+// into dir as the Dockerfile does: static, stripped, without the paths of
+// this machine.
+func buildStatic(ctx context.Context, repoRoot, pkg, dir string) (string, error) {
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
 	cmd.Dir = repoRoot
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("build pause: %w\n%s", err, msg)
+		return "", fmt.Errorf("build %s: %w\n%s", pkg, err, msg)
 	}
 	return out, nil
+}
+
+// checkStatic returns an error when a binary needs a dynamic loader, which
+// the images (a binary alone) do not have.
+func checkStatic(path string) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP {
+			return fmt.Errorf("%s is dynamically linked; an image holds the binary alone (build it with CGO_ENABLED=0)", path)
+		}
+	}
+	return nil
 }
 
 // realNodeImages are the images every real node gets: the sandbox, agnhost

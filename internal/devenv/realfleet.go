@@ -41,16 +41,27 @@ func (r *realNodes) apiServerURL() string {
 }
 
 // prepare writes what every node shares: kube-proxy's kubeconfig and the
-// images.
+// images. managerBin, if set, is the stratus-ccm the image holds (it must be
+// static); else one is built from repoRoot as the Dockerfile builds it.
 func (r *realNodes) prepare(ctx context.Context, repoRoot, managerBin string) error {
 	r.proxyKubeconfig = filepath.Join(r.dir, "kube-proxy.kubeconfig")
 	if err := r.cp.WriteClientKubeconfig(r.proxyKubeconfig, "kube-proxy", kubeProxyUser, nil, r.apiServerURL(), ""); err != nil {
 		return err
 	}
+	if repoRoot == "" {
+		return fmt.Errorf("--real-nodes builds its images (pause, stratus-ccm) from the repository: run from the stratus repository")
+	}
 	imgDir := filepath.Join(r.dir, "images")
-	pause, err := buildPause(ctx, repoRoot, imgDir)
+	pause, err := buildStatic(ctx, repoRoot, "./internal/devenv/pause", imgDir)
 	if err != nil {
 		return err
+	}
+	if managerBin == "" {
+		if managerBin, err = buildStatic(ctx, repoRoot, "./cmd/stratus-ccm", imgDir); err != nil {
+			return err
+		}
+	} else if err := checkStatic(managerBin); err != nil {
+		return fmt.Errorf("--manager-binary: %w", err)
 	}
 	r.images, err = buildImages(imgDir, realNodeImages(pause, filepath.Join(r.binDir, "agnhost"), managerBin))
 	return err

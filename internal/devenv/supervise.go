@@ -200,12 +200,12 @@ func (c *cloudServer) running() bool {
 }
 
 // ControlSocket is the name of the Unix socket in the state dir through
-// which `stratus dev minicloud|vcsim stop|start|status` reaches a running
+// which `stratus dev minicloud|vcsim stop|start|hang|status` reaches a running
 // `stratus dev`.
 const ControlSocket = "control.sock"
 
 // ControlActions are the actions of Control.
-var ControlActions = []string{"stop", "start", "status"}
+var ControlActions = []string{"stop", "start", "hang", "status"}
 
 // Errors of a drill target that is already in the state asked for.
 var (
@@ -225,8 +225,9 @@ type drillTarget struct {
 	name, addr  string
 	start, stop func() error
 	running     func() bool
-	// stopped and started are narrated after a stop and a start.
-	stopped, started string
+	// stopped, started and hung are narrated after a stop, a start and
+	// a hang.
+	stopped, started, hung string
 }
 
 // drillTargets are minicloud and, with --cloud vsphere, the simulated
@@ -236,6 +237,7 @@ func (e *env) drillTargets(cloud *cloudServer) []drillTarget {
 		name: "minicloud", addr: cloud.addr, start: cloud.start, stop: cloud.stop, running: cloud.running,
 		stopped: "minicloud stopped (stratus dev minicloud stop): its API and load balancers are down; stratus sees the outage; `stratus dev minicloud start` ends it",
 		started: "minicloud started again on " + cloud.addr + ", with the state it had",
+		hung:    "minicloud hangs (stratus dev minicloud hang): its address accepts connections and never answers, its load balancers are down; stratus's calls time out; `stratus dev minicloud start` ends it",
 	}}
 	if vc := e.vc; vc != nil {
 		targets = append(targets, drillTarget{
@@ -255,6 +257,7 @@ func (e *env) drillTargets(cloud *cloudServer) []drillTarget {
 			},
 			stopped: "vcsim stopped (stratus dev vcsim stop): vCenter refuses connections; stratus sees the outage, the VMs keep running; `stratus dev vcsim start` ends it",
 			started: "vcsim started again on " + vc.Addr() + ", with the VMs it had",
+			hung:    "vcsim hangs (stratus dev vcsim hang): vCenter accepts connections and never answers; stratus's calls time out, the VMs keep running; `stratus dev vcsim start` ends it",
 		})
 	}
 	return targets
@@ -273,12 +276,27 @@ func (e *env) serveControl(ctx context.Context, cloud *cloudServer) (func(), err
 		return nil, fmt.Errorf("control socket %s: %w", path, err)
 	}
 	mux := http.NewServeMux()
-	for _, t := range e.drillTargets(cloud) {
+	var hangs []*hangable
+	for _, dt := range e.drillTargets(cloud) {
+		t := newHangable(dt)
+		hangs = append(hangs, t)
 		reply := func(w http.ResponseWriter, status int, msg string) {
 			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
-			_ = json.NewEncoder(w).Encode(controlReply{Running: t.running(), Message: msg})
+			_ = json.NewEncoder(w).Encode(controlReply{Running: t.running() && !t.hanging(), Message: msg})
 		}
+		mux.HandleFunc("POST /"+t.name+"/hang", func(w http.ResponseWriter, _ *http.Request) {
+			if err := t.hang(); err != nil {
+				status := http.StatusInternalServerError
+				if errors.Is(err, ErrHanging) {
+					status = http.StatusConflict
+				}
+				reply(w, status, err.Error())
+				return
+			}
+			e.say("%s", t.hung)
+			reply(w, http.StatusOK, t.name+" hangs on "+t.addr)
+		})
 		mux.HandleFunc("POST /"+t.name+"/stop", func(w http.ResponseWriter, _ *http.Request) {
 			if err := t.stop(); err != nil {
 				reply(w, http.StatusConflict, err.Error())
@@ -300,18 +318,22 @@ func (e *env) serveControl(ctx context.Context, cloud *cloudServer) (func(), err
 			reply(w, http.StatusOK, t.name+" started on "+t.addr)
 		})
 		mux.HandleFunc("GET /"+t.name, func(w http.ResponseWriter, _ *http.Request) {
-			state := "stopped"
-			if t.running() {
-				state = "running on " + t.addr
-			}
-			reply(w, http.StatusOK, t.name+" "+state)
+			reply(w, http.StatusOK, t.name+" "+t.state())
 		})
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	done := make(chan struct{})
 	go func() { defer close(done); _ = srv.Serve(ln) }()
 	go func() { <-ctx.Done(); _ = srv.Close() }()
-	return func() { <-done; _ = os.Remove(path) }, nil
+	return func() {
+		<-done
+		_ = os.Remove(path)
+		for _, h := range hangs {
+			h.mu.Lock()
+			h.endHang()
+			h.mu.Unlock()
+		}
+	}, nil
 }
 
 // Control stops, starts or reports on a part of the `stratus dev` running
@@ -320,7 +342,7 @@ func (e *env) serveControl(ctx context.Context, cloud *cloudServer) (func(), err
 func Control(ctx context.Context, stateDir, target, action string) (string, error) {
 	method, path := http.MethodPost, "/"+target+"/"+action
 	switch action {
-	case "stop", "start":
+	case "stop", "start", "hang":
 	case "status":
 		method, path = http.MethodGet, "/"+target
 	default:

@@ -96,7 +96,9 @@ func (e *env) vsphereConfigPath() string { return filepath.Join(e.opts.StateDir,
 // powered-on VMs and its control API, and writes what the client commands
 // and the vSphere provider need: <state-dir>/vcsim/server.json and ca.pem,
 // and <state-dir>/vsphere.conf. Its inventory lives in memory: every start
-// makes new VMs (new UUIDs).
+// makes the VMs again, with the same UUIDs (the simulator derives them from
+// the VMs' names), and loses what changed while it ran (VMs created,
+// destroyed, powered off).
 func (e *env) startVCenter(ctx context.Context) (*vcsim.Server, error) {
 	dir := e.vcenterDir()
 	if err := os.MkdirAll(dir, 0o700); err != nil {

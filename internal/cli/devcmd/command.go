@@ -28,14 +28,14 @@ kubelets backed by minicloud instances. With --cloud openstack minicloud also
 serves its OpenStack dialect (Keystone, Nova, Neutron, Octavia) and stratus-ccm
 runs the openstack provider with a generated <state-dir>/cloud.conf: the same
 instances are its Nova servers, each load balancer is an Octavia one with a
-floating IP, and no routes are programmed. With --cloud vsphere the machines
+floating IP, and each node's pod CIDR is an extra route of router minicloud. With --cloud vsphere the machines
 are VMs of a simulated vCenter (vcsim, driven with "stratus vcsim vm ...") and
 minicloud serves only the load balancers. It writes <state-dir>/kubeconfig and
 <state-dir>/env, logs each component under <state-dir>/logs, prints what
 stratus does, and prints "` + devenv.ReadyLine + `" once the nodes are registered.
 A manager that exits is restarted (with a backoff); "stratus dev minicloud
-stop|start" (and "stratus dev vcsim stop|start") take a cloud down and up for
-outage drills. Starting it again
+stop|start|hang" (and "stratus dev vcsim stop|start|hang") take a cloud down,
+up, or make it hang, for outage drills. Starting it again
 reuses the state. See docs/dev.md.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -53,27 +53,32 @@ reuses the state. See docs/dev.md.`,
 	f.IntVar(&opts.AddressBlock, "address-block", 0, "X in 127.X.0.0/16, the loopback block of instance IPs and load-balancer VIPs (default: saved in the state dir, else derived from its path)")
 	f.StringVar(&opts.KubeBinDir, "kube-bin-dir", "", "folder with etcd, kube-apiserver and kube-controller-manager (default: built by hack/kubebins/build.sh)")
 	f.StringVar(&opts.ManagerBinary, "manager-binary", "", "stratus-ccm binary to run (default: next to this binary, else built from the repository)")
+	f.BoolVar(&opts.RealNodes, "real-nodes", false, "run each node as a real one: kubelet, containerd and kube-proxy in a network namespace of its own, pods behind the load balancers, pod traffic routed by minicloud's routes (root; minicloud cloud only; see docs/dev.md)")
 	f.BoolVar(&opts.Prometheus, "prometheus", false, "also start Prometheus (the Debian package prometheus, when installed) scraping stratus-ccm with the monitoring mixin's rules and alerts loaded, and print its URL (docs/operations.md)")
 	f.BoolVar(&opts.NoManager, "no-manager", false, "start everything but stratus-ccm (its flags are written to <state-dir>/manager.args)")
 	cmd.AddCommand(newDemoCommand(), newDrillCommand("minicloud", `minicloud stops or starts the minicloud of the "stratus dev" running on
 --state-dir, without stopping anything else: "stop" takes its API and load
-balancers down (stratus sees a cloud outage), "start" brings them back with
-the state they had (kept in <state-dir>/minicloud), "status" says which.`),
+balancers down (stratus sees a cloud outage), "hang" takes them down too but
+leaves its address accepting connections that are never answered (a wedged
+server: stratus's calls time out), "start" brings them back with the state
+they had (kept in <state-dir>/minicloud), "status" says which.`),
 		newDrillCommand("vcsim", `vcsim stops or starts the simulated vCenter of the "stratus dev --cloud
 vsphere" running on --state-dir, without stopping anything else: "stop"
 refuses its connections (stratus sees a vCenter outage; the VMs and their
-kubelets keep running), "start" serves the same VMs again on the same
-address, "status" says which.`))
+kubelets keep running), "hang" accepts its connections and never answers (a
+wedged vCenter: stratus's calls time out), "start" serves the same VMs again
+on the same address, "status" says which.`))
 	return cmd
 }
 
-// newDrillCommand returns `stratus dev <target> stop|start|status`,
-// which stop and start a cloud of a running `stratus dev` for fault drills.
+// newDrillCommand returns `stratus dev <target> stop|start|hang|status`,
+// which stop, start and hang a cloud of a running `stratus dev` for fault
+// drills.
 func newDrillCommand(target, long string) *cobra.Command {
 	var stateDir string
 	cmd := &cobra.Command{
-		Use:       target + " stop|start|status",
-		Short:     "Stop or start the " + target + " of a running `stratus dev` (outage drills)",
+		Use:       target + " " + strings.Join(devenv.ControlActions, "|"),
+		Short:     "Stop, start or hang the " + target + " of a running `stratus dev` (outage drills)",
 		Long:      long,
 		Args:      cobra.MatchAll(cobra.ExactArgs(1), cobra.OnlyValidArgs),
 		ValidArgs: devenv.ControlActions,
