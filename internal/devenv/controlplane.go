@@ -231,8 +231,8 @@ func (c *ControlPlane) startAPIServer(ctx context.Context) error {
 		// Kubelets (real ones, for logs and exec) are reached at their
 		// InternalIP, never by a name the machine's resolver would look up.
 		"--kubelet-preferred-address-types=InternalIP",
-		"--kubelet-client-certificate=" + c.pki.path("apiserver-kubelet-client" + clientCertExt),
-		"--kubelet-client-key=" + c.pki.path("apiserver-kubelet-client" + clientKeyExt),
+		"--kubelet-client-certificate=" + c.pki.path("apiserver-kubelet-client"+clientCertExt),
+		"--kubelet-client-key=" + c.pki.path("apiserver-kubelet-client"+clientKeyExt),
 	}, append(c.apiServerAdvertise(), c.APIServerArgs...)...))
 	if err != nil {
 		return err

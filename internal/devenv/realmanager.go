@@ -42,7 +42,7 @@ func (e *env) chartValues() ([]byte, error) {
 		"clusterCIDR":          e.clusterCIDR(),
 		"configureCloudRoutes": true,
 		"cloudConfig": map[string]any{
-			"key":     "cloud.yaml",
+			"key": "cloud.yaml",
 			// Real nodes run kube-proxy: a node whose kube-proxy is down
 			// leaves the Cluster-policy pools.
 			"content": fmt.Sprintf("url: %s\ntoken: %s\nclusterHealthCheck: kubeProxy\n", cloudURL, e.cloud.token),
