@@ -12,6 +12,10 @@
 //     checks at thousands of nodes cost a few calls instead of one per node.
 //   - LoadBalancerLister: the load balancers the provider created for a cluster, so
 //     that load balancers whose Service is gone (orphans) can be found and removed.
+//   - LoadBalancerCapable and LoadBalancerValidator: what the provider's load
+//     balancers can do, and a dry run of EnsureLoadBalancer, so that stratus's
+//     admission webhook refuses a Service the cloud would refuse before it is
+//     stored.
 //
 // It also defines errors a provider returns so that stratus waits instead of
 // failing: ThrottledError (the cloud API rate-limited us, e.g. HTTP 429 with
