@@ -1,10 +1,12 @@
 package minicloud
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"math"
 	"net/http"
+	"time"
 
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/klog/v2"
@@ -77,7 +79,7 @@ func New(cfg *Config) (*Cloud, error) {
 	// A manager's workers call concurrently; keep their connections.
 	tr.MaxIdleConnsPerHost = 64
 	opts := []client.Option{
-		client.WithHTTPClient(&http.Client{Timeout: timeout, Transport: countingTransport{tr}}),
+		client.WithHTTPClient(&http.Client{Transport: timeoutTransport{next: countingTransport{tr}, timeout: timeout}}),
 		client.WithUserAgent("stratus-minicloud-provider"),
 	}
 	var burst int
@@ -97,6 +99,70 @@ func New(cfg *Config) (*Cloud, error) {
 	cloud.lbs.clusterHealthCheck = cfg.ClusterHealthCheck
 	cloud.rate, cloud.burst = cfg.RateLimit, burst
 	return cloud, nil
+}
+
+// timeoutTransport bounds each request, its answer's body included, by
+// timeout. A request it ends fails with a *requestTimeoutError, which is
+// transient (a hung or overloaded cloud: the next try may work), while a
+// request the caller cancels keeps the caller's context error: the
+// caller's deadline is not the cloud's failure. (http.Client's own Timeout
+// would end the request with context.DeadlineExceeded, which cannot be
+// told apart from the caller's.)
+type timeoutTransport struct {
+	next    http.RoundTripper
+	timeout time.Duration
+}
+
+// requestTimeoutError: the cloud did not answer within the timeout.
+type requestTimeoutError struct{ timeout time.Duration }
+
+func (e *requestTimeoutError) Error() string {
+	return fmt.Sprintf("no answer within %s (the provider's timeout)", e.timeout)
+}
+
+// Timeout marks it as a net.Error timeout.
+func (e *requestTimeoutError) Timeout() bool { return true }
+
+// Temporary marks it as worth retrying.
+func (e *requestTimeoutError) Temporary() bool { return true }
+
+func (t timeoutTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	rt := &requestTimeoutError{timeout: t.timeout}
+	ctx, cancel := context.WithTimeoutCause(r.Context(), t.timeout, rt)
+	resp, err := t.next.RoundTrip(r.WithContext(ctx))
+	if err != nil {
+		timedOut := context.Cause(ctx) == error(rt)
+		cancel()
+		if timedOut {
+			return nil, rt
+		}
+		return nil, err
+	}
+	resp.Body = &timeoutBody{ReadCloser: resp.Body, ctx: ctx, cancel: cancel, rt: rt}
+	return resp, nil
+}
+
+// timeoutBody ends the request's timeout when the body is closed, and
+// reports a read the timeout cut off as the timeout.
+type timeoutBody struct {
+	io.ReadCloser
+	ctx    context.Context
+	cancel context.CancelFunc
+	rt     *requestTimeoutError
+}
+
+func (b *timeoutBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err != nil && err != io.EOF && context.Cause(b.ctx) == error(b.rt) {
+		err = b.rt
+	}
+	return n, err
+}
+
+func (b *timeoutBody) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
 }
 
 // countingTransport tells stratus's request budget of every request
