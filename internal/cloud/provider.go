@@ -94,6 +94,9 @@ func NewProvider(name string, raw cloudprovider.Interface, opts ...Option) *Prov
 		p.cache = newInstanceCache(p, o.freshness)
 	}
 	budgets.track(name, p)
+	// At 0 from the start, so that their rates are 0 rather than absent.
+	throttledTotal.WithLabelValues(name)
+	recoveries.WithLabelValues(name)
 	return p
 }
 

@@ -67,6 +67,11 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 		state:    newState(opts),
 		changed:  make(chan struct{}, 1),
 	}
+	for _, p := range clouds.Providers() {
+		if p.HasInstances() {
+			initMetrics(p.Name())
+		}
+	}
 	// A provider whose instances changed (a watch reported it, or a listing
 	// made for another controller showed it) gets a pass at once rather than
 	// at the next period.

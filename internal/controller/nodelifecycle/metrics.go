@@ -29,3 +29,14 @@ var (
 func init() {
 	metrics.Registry.MustRegister(deletionBlocked, decisions)
 }
+
+// initMetrics creates provider's series at 0, so that a rate over them is 0
+// (not absent) until the first hold or decision.
+func initMetrics(provider string) {
+	for _, r := range []BlockReason{BlockedListingFailed, BlockedEmptyListing, BlockedGracePeriod, BlockedUnconfirmed, BlockedBudget} {
+		deletionBlocked.WithLabelValues(provider, string(r))
+	}
+	for _, d := range []string{decisionDeleted, decisionDeleteFailed, decisionShutdownTainted, decisionShutdownCleared, decisionCheckFailed} {
+		decisions.WithLabelValues(provider, d)
+	}
+}
