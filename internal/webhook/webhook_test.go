@@ -17,6 +17,7 @@ import (
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/cert"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
@@ -37,6 +39,13 @@ import (
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
+
+// heldLease is the leader-election lease otherReplica holds while the test's
+// manager runs as a standby.
+const (
+	heldLease    = "held-by-another-replica"
+	otherReplica = "another-replica"
+)
 
 // warnings collects the admission warnings the API server relays.
 type warnings struct {
@@ -98,10 +107,20 @@ func newFixture(t *testing.T) *fixture {
 	f.ca = f.writePair()
 	f.port = testsupport.FreePort(t)
 	f.hook = "stratus-" + f.ns
+	// Another replica leads for the whole test: this one is a standby, and
+	// serves the webhook all the same.
+	now := metav1.NewMicroTime(time.Now())
+	if _, err := f.kube.CoordinationV1().Leases(f.ns).Create(context.Background(), &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: f.ns, Name: heldLease},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To(otherReplica), LeaseDurationSeconds: ptr.To(int32(3600)), AcquireTime: &now, RenewTime: &now},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	f.mgr = managertest.Start(t,
 		"--cloud-provider=minicloud", "--cloud-config="+cloudConfig,
 		"--kubeconfig="+managertest.WriteKubeconfig(t, env.Config),
-		"--leader-elect=false", "--secure-port=0", "--controllers=cloud-node", "--configure-cloud-routes=false",
+		"--leader-elect-resource-namespace="+f.ns, "--leader-elect-resource-name="+heldLease,
+		"--secure-port=0", "--controllers=cloud-node", "--configure-cloud-routes=false",
 		"--webhooks=*", "--webhook-bind-address=127.0.0.1", "--webhook-secure-port="+strconv.Itoa(f.port),
 		"--webhook-tls-cert-file="+f.certFile, "--webhook-tls-private-key-file="+f.keyFile)
 	t.Cleanup(func() {
@@ -231,7 +250,7 @@ func annotate(kv ...string) func(*v1.Service) {
 }
 
 // TestWebhook runs every check through a real API server calling the
-// webhook over TLS: each refuses its Service with a message naming the field
+// webhook over TLS, served by a manager that is not the leader: each refuses its Service with a message naming the field
 // and accepts its valid twin (and a server-side dry run answers the same);
 // warnings reach the client; an update counts only the problems it adds;
 // the provider's dry run consults minicloud; a rotated certificate is served
@@ -251,7 +270,9 @@ func TestWebhook(t *testing.T) {
 	f.waitRefusing("the webhook to refuse a misspelt annotation")
 
 	proto := func(p v1.Protocol) func(*v1.Service) { return func(s *v1.Service) { s.Spec.Ports[0].Protocol = p } }
-	nodePorts := func(b bool) func(*v1.Service) { return func(s *v1.Service) { s.Spec.AllocateLoadBalancerNodePorts = &b } }
+	nodePorts := func(b bool) func(*v1.Service) {
+		return func(s *v1.Service) { s.Spec.AllocateLoadBalancerNodePorts = &b }
+	}
 	for _, tc := range []struct {
 		name       string
 		bad, valid func(*v1.Service)
@@ -383,6 +404,16 @@ func TestWebhook(t *testing.T) {
 		})
 		f.register(admissionregistrationv1.Fail) // the API server trusts only the new CA now
 		f.waitRefusing("the API server to reach the webhook with the new CA")
+	})
+
+	t.Run("served by a standby", func(t *testing.T) {
+		lease, err := f.kube.CoordinationV1().Leases(f.ns).Get(ctx, heldLease, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h := ptr.Deref(lease.Spec.HolderIdentity, ""); h != otherReplica {
+			t.Errorf("lease holder %q; the manager was to stay a standby behind %q", h, otherReplica)
+		}
 	})
 
 	t.Run("stopped manager does not block writes", func(t *testing.T) {
