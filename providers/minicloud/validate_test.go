@@ -31,7 +31,7 @@ func TestValidateLoadBalancer(t *testing.T) {
 	svc := func(name string) *v1.Service {
 		return &v1.Service{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID("uid-" + name)},
-			Spec: v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080}}},
+			Spec:       v1.ServiceSpec{Type: v1.ServiceTypeLoadBalancer, Ports: []v1.ServicePort{{Protocol: v1.ProtocolTCP, Port: 80, NodePort: 30080}}},
 		}
 	}
 	if err := v.ValidateLoadBalancer(ctx, cluster, svc("web")); err != nil {
