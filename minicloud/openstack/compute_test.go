@@ -390,3 +390,48 @@ func asUnexpected(err error, ue *gophercloud.ErrUnexpectedResponseCode) bool {
 	}
 	return false
 }
+
+// TestEmptyAndReadOnlyCollections: what a cloud without them answers for
+// key pairs, quota limits, load-balancer flavors and availability zones,
+// the Octavia providers and the default group's rules; their filters and
+// markers are checked as any collection's.
+func TestEmptyAndReadOnlyCollections(t *testing.T) {
+	e := startEnv(t, minicloudtest.Options{}, openstack.Options{})
+	e.createInstance(t, api.InstanceCreate{Name: "a", Type: "mc.medium"})
+	tok := e.token(t)
+	for path, check := range map[string]func(map[string]any) bool{
+		"/compute/v2.1/os-keypairs": func(b map[string]any) bool { return fmt.Sprint(b["keypairs"]) == "[]" },
+		"/compute/v2.1/limits": func(b map[string]any) bool {
+			abs := b["limits"].(map[string]any)["absolute"].(map[string]any)
+			return abs["totalInstancesUsed"] == 1.0 && abs["totalCoresUsed"] == 2.0 && abs["totalRAMUsed"] == 4096.0 && abs["maxTotalInstances"] == -1.0
+		},
+		"/load-balancer/v2/lbaas/flavors":           func(b map[string]any) bool { return fmt.Sprint(b["flavors"]) == "[]" },
+		"/load-balancer/v2/lbaas/availabilityzones": func(b map[string]any) bool { return fmt.Sprint(b["availability_zones"]) == "[]" },
+		"/load-balancer/v2/lbaas/providers":         func(b map[string]any) bool { return len(b["providers"].([]any)) == 2 },
+		"/network/v2.0/security-group-rules?direction=egress": func(b map[string]any) bool {
+			rs := b["security_group_rules"].([]any)
+			return len(rs) == 2 && rs[0].(map[string]any)["security_group_id"] != nil
+		},
+	} {
+		status, _, body := e.raw(t, "GET", path, "", tok)
+		if status != 200 || !check(body) {
+			t.Errorf("%s: %d %v", path, status, body)
+		}
+	}
+	for path, want := range map[string]int{
+		"/compute/v2.1/os-keypairs?color=red":                 400,
+		"/compute/v2.1/os-keypairs/k1":                        404,
+		"/compute/v2.1/limits?color=red":                      400,
+		"/load-balancer/v2/lbaas/flavors?color=red":           400,
+		"/load-balancer/v2/lbaas/flavors?marker=nope":         400,
+		"/load-balancer/v2/lbaas/flavors/nope":                404,
+		"/load-balancer/v2/lbaas/availabilityzones/nope":      404,
+		"/network/v2.0/security-group-rules?color=red":        400,
+		"/network/v2.0/security-group-rules/nope":             404,
+		"/load-balancer/v2/lbaas/availabilityzones?name=mc-a": 200,
+	} {
+		if status, _, body := e.raw(t, "GET", path, "", tok); status != want {
+			t.Errorf("%s: %d %v, want %d", path, status, body, want)
+		}
+	}
+}

@@ -94,6 +94,7 @@ func (d *Dialect) neutronRoutes() {
 	coll("ports", "port", special{"fixed_ips": fixedIPsFilter}, d.portObjects)
 	coll("floatingips", "floatingip", nil, d.floatingIPObjects)
 	coll("security-groups", "security_group", nil, d.securityGroupObjects)
+	coll("security-group-rules", "security_group_rule", nil, d.securityGroupRuleObjects)
 	coll("routers", "router", nil, d.routerObjects)
 	d.handle(networkSvc, "GET "+b+"extensions", false, func(r *request) (int, any, error) {
 		if len(r.URL.Query()) > 0 {
@@ -321,17 +322,35 @@ func (d *Dialect) portObjects(r *request) ([]object, error) {
 	return out, nil
 }
 
-func (d *Dialect) securityGroupObjects(r *request) ([]object, error) {
+// defaultSGRules are the rules of security group default: any traffic out
+// (the data plane filters nothing by security group).
+func defaultSGRules() []map[string]any {
 	rule := func(dir, eth string) map[string]any {
-		return with(common(uuidOf("sg-rule", dir+eth), "", epoch), map[string]any{
+		r := with(common(uuidOf("sg-rule", dir+eth), "", epoch), map[string]any{
 			"direction": dir, "ethertype": eth, "security_group_id": defaultSGID(), "protocol": nil,
 			"port_range_min": nil, "port_range_max": nil, "remote_ip_prefix": nil, "remote_group_id": nil,
+			"remote_address_group_id": nil, "normalized_cidr": nil, "belongs_to_default_sg": true,
 		})
+		// Rules have no name in Neutron.
+		delete(r, "name")
+		return r
 	}
+	return []map[string]any{rule("egress", "IPv4"), rule("egress", "IPv6")}
+}
+
+func (d *Dialect) securityGroupObjects(r *request) ([]object, error) {
 	return []object{toObject(with(common(defaultSGID(), "default", epoch), map[string]any{
 		"description": "Default security group", "stateful": true,
-		"security_group_rules": []any{rule("egress", "IPv4"), rule("egress", "IPv6")},
+		"security_group_rules": defaultSGRules(),
 	}))}, nil
+}
+
+func (d *Dialect) securityGroupRuleObjects(r *request) ([]object, error) {
+	var out []object
+	for _, rule := range defaultSGRules() {
+		out = append(out, toObject(rule))
+	}
+	return out, nil
 }
 
 // ---- routers

@@ -61,6 +61,11 @@ func (d *Dialect) novaRoutes() {
 		}
 		return http.StatusOK, map[string]any{"availabilityZoneInfo": zones}, nil
 	}))
+	d.handle(computeSvc, "GET /compute/v2.1/os-keypairs", false, d.nova(d.listKeypairs))
+	d.handle(computeSvc, "GET /compute/v2.1/os-keypairs/{name}", false, d.nova(func(r *request, _ int) (int, any, error) {
+		return 0, nil, notFound("Keypair %s not found for user %s", r.PathValue("name"), hexOf("user", r.tok.userName))
+	}))
+	d.handle(computeSvc, "GET /compute/v2.1/limits", false, d.nova(d.limits))
 	// The detail (with hosts) is for administrators only; a project's
 	// token is refused as Nova's policy refuses it.
 	d.handle(computeSvc, "GET /compute/v2.1/os-availability-zone/detail", false, d.nova(func(*request, int) (int, any, error) {
@@ -481,4 +486,52 @@ func (d *Dialect) flavorExtraSpec(r *request, minor int) (int, any, error) {
 		return 0, nil, err
 	}
 	return 0, nil, notFound("Flavor %s has no extra specs with key %s.", r.PathValue("id"), r.PathValue("key"))
+}
+
+// listKeypairs answers GET /os-keypairs: minicloud's instances have no key
+// pairs, so the list is empty (paging parameters from 2.35 are checked).
+func (d *Dialect) listKeypairs(r *request, minor int) (int, any, error) {
+	q := r.URL.Query()
+	if minor >= 35 {
+		p, err := d.parsePage(q)
+		if err != nil {
+			return 0, nil, err
+		}
+		if p.marker != "" {
+			return 0, nil, badRequest("marker [%s] not found", p.marker)
+		}
+	}
+	for k, vs := range q {
+		if k != "user_id" {
+			return 0, nil, badRequest("Invalid input for query parameters %s. Value: %s. Additional properties are not allowed (%q was unexpected)", k, strings.Join(vs, ","), k)
+		}
+		return 0, nil, errf(http.StatusForbidden, "Policy doesn't allow os_compute_api:os-keypairs:index to be performed.")
+	}
+	return http.StatusOK, map[string]any{"keypairs": []any{}}, nil
+}
+
+// limits answers GET /limits: no quota limits (-1, as a cloud without
+// quotas reports them) and what the project uses.
+func (d *Dialect) limits(r *request, _ int) (int, any, error) {
+	for k, vs := range r.URL.Query() {
+		return 0, nil, badRequest("Invalid input for query parameters %s. Value: %s. Additional properties are not allowed (%q was unexpected)", k, strings.Join(vs, ","), k)
+	}
+	insts, err := r.mc.ListInstances(r.Context(), client.ListOptions{})
+	if err != nil {
+		return 0, nil, err
+	}
+	cores, ram := 0, 0
+	for _, in := range insts {
+		it := instanceType(in.Type)
+		cores, ram = cores+it.VCPUs, ram+it.MemoryMB
+	}
+	abs := map[string]int{
+		"maxTotalInstances": -1, "maxTotalCores": -1, "maxTotalRAMSize": -1, "maxTotalKeypairs": -1,
+		"maxServerMeta": -1, "maxImageMeta": -1, "maxPersonality": -1, "maxPersonalitySize": -1,
+		"maxServerGroups": -1, "maxServerGroupMembers": -1, "maxTotalFloatingIps": -1, "maxSecurityGroups": -1,
+		"maxSecurityGroupRules": -1,
+		"totalInstancesUsed": len(insts), "totalCoresUsed": cores, "totalRAMUsed": ram,
+		"totalServerGroupsUsed": 0, "totalFloatingIpsUsed": 0, "totalSecurityGroupsUsed": 0,
+	}
+	return http.StatusOK, map[string]any{"limits": map[string]any{"absolute": abs, "rate": []any{}}}, nil
 }

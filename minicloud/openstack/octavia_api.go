@@ -282,6 +282,17 @@ func (d *Dialect) octaviaRoutes() {
 		d.handle(lbSvc, "PUT "+b+"loadbalancers/{id}", false, d.updateLB)
 		d.handle(lbSvc, "DELETE "+b+"loadbalancers/{id}", false, d.deleteLB)
 		d.handle(lbSvc, "GET "+b+"loadbalancers/{id}/status", false, d.lbStatusTree)
+		d.handle(lbSvc, "GET "+b+"providers", false, octaviaProviders)
+		// There are no load-balancer flavors or availability zones: empty
+		// lists, as on a cloud whose operator defined none.
+		d.handle(lbSvc, "GET "+b+"flavors", false, d.emptyOctaviaList("flavors"))
+		d.handle(lbSvc, "GET "+b+"flavors/{id}", false, func(r *request) (int, any, error) {
+			return 0, nil, notFound("Flavor %s could not be found.", r.PathValue("id"))
+		})
+		d.handle(lbSvc, "GET "+b+"availabilityzones", false, d.emptyOctaviaList("availability_zones"))
+		d.handle(lbSvc, "GET "+b+"availabilityzones/{name}", false, func(r *request) (int, any, error) {
+			return 0, nil, notFound("Availability Zone %s could not be found.", r.PathValue("name"))
+		})
 
 		d.handle(lbSvc, "GET "+b+"listeners", false, d.octaviaList("listeners", special{"loadbalancer_id": refFilter("loadbalancers")}, listenerObjects))
 		d.handle(lbSvc, "POST "+b+"listeners", false, d.createListener)
@@ -376,6 +387,39 @@ var samples = map[string]func() object{
 		return toObject(monitorBody(&lbRecord{}, &pool{}, &monitor{Type: "HTTP"}))
 	},
 	"floatingips": func() object { return toObject((&Dialect{}).fipBody(fipRecord{}, nil)) },
+	"flavors": func() object {
+		return object{"id": "", "name": "", "description": "", "enabled": true, "flavor_profile_id": ""}
+	},
+	"availability_zones": func() object {
+		return object{"name": "", "description": "", "enabled": true, "availability_zone_profile_id": ""}
+	},
+}
+
+// emptyOctaviaList answers a collection the dialect has nothing in: its
+// filters and paging are checked as for any collection.
+func (d *Dialect) emptyOctaviaList(coll string) handler {
+	return func(r *request) (int, any, error) {
+		q := r.URL.Query()
+		p, err := d.parsePage(q)
+		if err != nil {
+			return 0, nil, err
+		}
+		return listAnswer(r, coll, nil, q, nil, p, octaviaAttrErr, func(m string) error {
+			return badRequest("Invalid marker: %s is not in this collection", m)
+		})
+	}
+}
+
+// octaviaProviders answers GET /providers: the amphora driver, which is
+// what minicloud's data plane stands in for, and its deprecated alias.
+func octaviaProviders(r *request) (int, any, error) {
+	if len(r.URL.Query()) > 0 {
+		return 0, nil, badRequest("providers: unexpected query parameters")
+	}
+	return http.StatusOK, map[string]any{"providers": []any{
+		map[string]string{"name": "amphora", "description": "The Octavia Amphora driver."},
+		map[string]string{"name": "octavia", "description": "Deprecated alias of the Octavia Amphora driver."},
+	}}, nil
 }
 
 func clone(q map[string][]string) map[string][]string {

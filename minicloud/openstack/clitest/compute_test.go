@@ -69,6 +69,27 @@ func TestComputeReads(t *testing.T) {
 		t.Errorf("flavor show mc.small: %v", f)
 	}
 
+	// A cloud without quotas or key pairs: unlimited, the use counted.
+	var limits []row
+	c.json(&limits, "limits", "show", "--absolute")
+	want := map[string]float64{"maxTotalInstances": -1, "totalInstancesUsed": 4, "totalCoresUsed": 4, "totalRAMUsed": 4 * 2048}
+	for _, l := range limits {
+		if w, ok := want[str(l["Name"])]; ok {
+			if l["Value"] != w {
+				t.Errorf("limits show: %v = %v, want %v", l["Name"], l["Value"], w)
+			}
+			delete(want, str(l["Name"]))
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("limits show --absolute lacks %v: %v", want, limits)
+	}
+	var keypairs []row
+	c.json(&keypairs, "keypair", "list")
+	if len(keypairs) != 0 {
+		t.Errorf("keypair list: %v", keypairs)
+	}
+
 	// The client asks for the zones' detail first, is refused (403, as
 	// Nova refuses a project's token) and falls back to the list.
 	var zones []row

@@ -21,6 +21,18 @@ func TestLoadBalancerWorkflow(t *testing.T) {
 	mc, insts, port := startCloud(t)
 	c := newCLI(t, mc)
 	const lport = 18080
+	var rows []row
+	c.json(&rows, "loadbalancer", "provider", "list")
+	if got := names(rows, "name"); !sameSet(got, []string{"amphora", "octavia"}) {
+		t.Errorf("loadbalancer provider list: %v", rows)
+	}
+	for _, what := range []string{"flavor", "availabilityzone"} {
+		c.json(&rows, "loadbalancer", what, "list")
+		if len(rows) != 0 {
+			t.Errorf("loadbalancer %s list: %v, want none", what, rows)
+		}
+	}
+
 	var lb row
 	c.json(&lb, "loadbalancer", "create", "--name", "web", "--vip-subnet-id", "vips", "--wait")
 	c.json(&lb, "loadbalancer", "show", "web")
@@ -48,7 +60,6 @@ func TestLoadBalancerWorkflow(t *testing.T) {
 		t.Errorf("two members: connections %v, want both", got)
 	}
 
-	var rows []row
 	for cmd, want := range map[string]string{"listener": "web-80", "pool": "web-pool", "healthmonitor": "web-hm"} {
 		c.json(&rows, "loadbalancer", cmd, "list")
 		if got := names(rows, "name"); len(got) != 1 || got[0] != want {

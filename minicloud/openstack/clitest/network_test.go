@@ -25,6 +25,11 @@ func TestNetworkReads(t *testing.T) {
 		t.Errorf("security group show default: %v", sg)
 	}
 
+	c.json(&rows, "security", "group", "rule", "list", "default")
+	if len(rows) != 2 || rows[0]["Direction"] != "egress" {
+		t.Errorf("security group rule list default: %v", rows)
+	}
+
 	c.json(&rows, "network", "list")
 	if got := names(rows, "Name"); !sameSet(got, []string{"minicloud", "public"}) {
 		t.Errorf("network list: %v", rows)
