@@ -75,3 +75,27 @@ set.
 {{- toYaml $cfg -}}
 {{- end -}}
 {{- end -}}
+
+{{/* The ServiceAccount the ServiceMonitor and PodMonitor scrape as. */}}
+{{- define "stratus.scraperName" -}}
+{{- printf "%s-scraper" (include "stratus.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* The scrape settings shared by the ServiceMonitor and the PodMonitor. */}}
+{{- define "stratus.monitoringEndpoint" -}}
+{{- $m := .Values.monitoring -}}
+scheme: https
+path: /metrics
+interval: {{ $m.interval }}
+authorization:
+  type: Bearer
+  credentials:
+    name: {{ include "stratus.scraperName" . }}-token
+    key: token
+tlsConfig:
+  {{- toYaml $m.tlsConfig | nindent 2 }}
+relabelings:
+  - action: replace
+    targetLabel: job
+    replacement: {{ $m.job }}
+{{- end -}}
