@@ -55,6 +55,8 @@ type Conn struct {
 	// Machines is the --cloud the environment was started with
 	// (CloudMinicloud, CloudOpenStack or CloudVSphere).
 	Machines string
+	// RealNodes says the environment runs real nodes (--real-nodes).
+	RealNodes bool
 }
 
 // Connect reads <stateDir>/kubeconfig and <stateDir>/env of a running
@@ -77,7 +79,7 @@ func Connect(stateDir string) (*Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("minicloud client: %w", err)
 	}
-	conn := &Conn{Kube: kube, Cloud: cloud, Machines: CloudMinicloud}
+	conn := &Conn{Kube: kube, Cloud: cloud, Machines: CloudMinicloud, RealNodes: realNodesRunning(stateDir)}
 	if raw, err := os.ReadFile(filepath.Join(stateDir, cloudFile)); err == nil {
 		conn.Machines = strings.TrimSpace(string(raw))
 	}
@@ -145,7 +147,10 @@ func Demo(ctx context.Context, opts DemoOptions) error {
 	if err != nil {
 		return err
 	}
-	d := &demo{Conn: conn, out: opts.Out, timeout: opts.StepTimeout}
+	d := &demo{Conn: conn, out: opts.Out, timeout: opts.StepTimeout, steps: 5}
+	if conn.RealNodes {
+		d.steps = 6
+	}
 	return d.run(ctx)
 }
 
@@ -154,6 +159,7 @@ type demo struct {
 	out     io.Writer
 	timeout time.Duration
 	step    int
+	steps   int
 }
 
 func (d *demo) say(format string, args ...any) {
@@ -162,7 +168,7 @@ func (d *demo) say(format string, args ...any) {
 
 func (d *demo) begin(title string) {
 	d.step++
-	fmt.Fprintf(d.out, "\n[%d/5] %s\n", d.step, title)
+	fmt.Fprintf(d.out, "\n[%d/%d] %s\n", d.step, d.steps, title)
 }
 
 // waitFor polls cond every second until it holds or the step times out.
@@ -236,6 +242,14 @@ func (d *demo) run(ctx context.Context) error {
 	defer func() {
 		_ = d.Kube.CoreV1().Services(svc.Namespace).Delete(context.WithoutCancel(ctx), svc.Name, metav1.DeleteOptions{})
 	}()
+	if d.RealNodes {
+		if err := d.createDemoDeployment(ctx); err != nil {
+			return err
+		}
+		defer func() {
+			_ = d.Kube.AppsV1().Deployments(metav1.NamespaceDefault).Delete(context.WithoutCancel(ctx), demoApp, metav1.DeleteOptions{})
+		}()
+	}
 	var ip string
 	if err := d.waitFor(ctx, "ingress IP assigned", func(ctx context.Context) (bool, error) {
 		s, err := d.Kube.CoreV1().Services(svc.Namespace).Get(ctx, svc.Name, metav1.GetOptions{})
@@ -249,6 +263,12 @@ func (d *demo) run(ctx context.Context) error {
 	}
 	d.say("service %s/%s: EXTERNAL-IP %s", svc.Namespace, svc.Name, ip)
 
+	if d.RealNodes {
+		if err := d.realTraffic(ctx, svc, ip); err != nil {
+			return err
+		}
+		return d.machineLifecycle(ctx, svc, name, m)
+	}
 	switch {
 	case d.VCenter != nil:
 		d.begin("An HTTP request through that IP reaches a vSphere node (minicloud's load balancer, over the peer network)")
@@ -269,6 +289,12 @@ func (d *demo) run(ctx context.Context) error {
 		return err
 	}
 	d.say("GET http://%s/ -> answered by node %s for service %s/%s", ip, reply.Node, reply.Namespace, reply.Service)
+	return d.machineLifecycle(ctx, svc, name, m)
+}
+
+// machineLifecycle stops the demo's machine (the shutdown taint) and
+// removes it (the node deleted).
+func (d *demo) machineLifecycle(ctx context.Context, svc *corev1.Service, name string, m *demoMachine) error {
 
 	if d.VCenter != nil {
 		d.begin("A powered-off VM: its node goes NotReady and gets the shutdown taint")

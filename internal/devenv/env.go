@@ -113,6 +113,11 @@ func (e *env) run(ctx context.Context) error {
 			return err
 		}
 		defer e.real.net.down(stopCtx)
+		unmark, err := markRealNodes(e.opts.StateDir)
+		if err != nil {
+			return err
+		}
+		defer unmark()
 		e.cp.AdvertiseAddress = e.real.net.hostIP.String()
 		e.cp.Scheduler = true
 		e.cp.ClusterCIDR = e.real.net.podNet.String()

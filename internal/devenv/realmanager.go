@@ -53,6 +53,9 @@ func (e *env) chartValues() ([]byte, error) {
 			"--node-deletion-grace-period=" + NodeDeletionGracePeriod.String(),
 		},
 		"managerConfig": map[string]any{
+			// A route deleted in the cloud is put back within 10 s
+			// (default 5m: drift repair costs a listing per period).
+			"route": map[string]any{"resyncPeriod": "10s"},
 			"nodeLifecycle": map[string]any{
 				"deletionBudgetPercent": 100,
 				"deletionBudgetMin":     100,

@@ -164,7 +164,27 @@ func (e *env) poll(what string, timeout time.Duration, cond func(ctx context.Con
 		return ok, nil
 	})
 	if err != nil {
+		e.diagnose()
 		e.t.Fatalf("%s: not within %s (last error: %v)", what, timeout, last)
+	}
+}
+
+// diagnose logs what the cloud's load balancers and the nodes' NodePorts
+// and kube-proxy health answer, for a failure's report.
+func (e *env) diagnose() {
+	ctx := context.WithoutCancel(e.t.Context())
+	lbs, err := e.cloud.ListLoadBalancers(ctx, client.ListOptions{})
+	e.t.Logf("minicloud load balancers (%v):", err)
+	for _, lb := range lbs {
+		e.t.Logf("  %s %s %s listeners %+v health check %+v targets %+v", lb.ID, lb.VIP, lb.State, lb.Listeners, lb.HealthCheck, lb.TargetHealth)
+		for _, th := range lb.TargetHealth {
+			for _, l := range lb.Listeners {
+				body, err := httpGet(ctx, fmt.Sprintf("http://%s:%d/hostname", th.IP, l.TargetPort))
+				e.t.Logf("    NodePort %s:%d -> %q %v", th.IP, l.TargetPort, body, err)
+			}
+			body, err := httpGet(ctx, fmt.Sprintf("http://%s:10256/healthz", th.IP))
+			e.t.Logf("    kube-proxy %s:10256/healthz -> %.80q %v", th.IP, body, err)
+		}
 	}
 }
 
@@ -402,6 +422,9 @@ func httpGet(ctx context.Context, url string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	// A new connection per request: a load balancer picks its backend per
+	// connection.
+	req.Close = true
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return "", err
