@@ -2,7 +2,8 @@
 // and drives the reference cloud, `stratus vcsim` a simulated vCenter,
 // `stratus dev` a local cluster on them, `stratus conformance` checks a
 // provider against the contract, and `stratus bench` and `stratus
-// bench-plugin` measure stratus against upstream. Each subcommand tree lives
+// bench-plugin` measure stratus against upstream, and `stratus status` shows
+// what a running manager is doing. Each subcommand tree lives
 // in its own package under internal/cli and is added here.
 package main
 
@@ -19,6 +20,7 @@ import (
 	"github.com/stratus-ccm/stratus/internal/cli/conformancecmd"
 	"github.com/stratus-ccm/stratus/internal/cli/devcmd"
 	"github.com/stratus-ccm/stratus/internal/cli/minicloudcmd"
+	"github.com/stratus-ccm/stratus/internal/cli/statuscmd"
 	"github.com/stratus-ccm/stratus/internal/cli/vcsimcmd"
 )
 
@@ -45,5 +47,6 @@ func newCommand() *cobra.Command {
 	root.AddCommand(benchcmd.NewCommand())
 	root.AddCommand(benchcmd.NewPluginCommand())
 	root.AddCommand(conformancecmd.NewCommand())
+	root.AddCommand(statuscmd.NewCommand())
 	return root
 }

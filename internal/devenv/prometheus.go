@@ -2,6 +2,7 @@ package devenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -105,4 +106,18 @@ func (e *env) startPrometheus(ctx context.Context, cs kubernetes.Interface) (fun
 		stop()
 		_ = os.Remove(filepath.Join(e.opts.StateDir, PrometheusURLFile))
 	}, nil
+}
+
+// ReadPorts returns the ports of the dev environment in stateDir (its
+// ports.json), for commands that talk to a running one.
+func ReadPorts(stateDir string) (Ports, error) {
+	var p Ports
+	b, err := os.ReadFile(filepath.Join(stateDir, "ports.json"))
+	if err != nil {
+		return p, fmt.Errorf("no dev environment in %s (is `stratus dev` running?): %w", stateDir, err)
+	}
+	if err := json.Unmarshal(b, &p); err != nil {
+		return p, fmt.Errorf("%s: %w", filepath.Join(stateDir, "ports.json"), err)
+	}
+	return p, nil
 }

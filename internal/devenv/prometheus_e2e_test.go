@@ -2,9 +2,12 @@ package devenv
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,8 +28,9 @@ const blockMonitoring = 254
 // short durations), and two faults of the cloud make their alerts go pending
 // or firing, as Prometheus's API reports them: a load balancer whose
 // provisioning never completes (minicloud's hold_provisioning fault), and
-// minicloud stopped while a Service wants a load balancer. Then every panel
-// of the dashboard must have data.
+// minicloud stopped while a Service wants a load balancer; stratus status
+// shows each in text and JSON. Then every panel of the dashboard must have
+// data.
 func TestDevPrometheusFaultDrills(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -65,6 +69,12 @@ func TestDevPrometheusFaultDrills(t *testing.T) {
 	}
 	d.createLBService(ctx, "stuck")
 	waitAlert(t, prom, "StratusLoadBalancerProvisioningStuck", "minicloud")
+	// stratus status shows the same from the manager's metrics and the
+	// API server.
+	if out := d.status(t, "text"); !regexp.MustCompile(`(?m)^\s+default/stuck\s+provisioning\s+for `).MatchString(out) ||
+		!regexp.MustCompile(`(?m)^\s+minicloud\s+up\s`).MatchString(out) {
+		t.Errorf("stratus status during the held provisioning shows no provisioning default/stuck and minicloud up:\n%s", out)
+	}
 	if _, err := d.conn.Cloud.SetFaults(ctx, api.Faults{}); err != nil {
 		t.Fatal(err)
 	}
@@ -78,6 +88,38 @@ func TestDevPrometheusFaultDrills(t *testing.T) {
 	d.createLBService(ctx, "during-outage")
 	waitAlert(t, prom, "StratusCloudUnreachable", "minicloud")
 	waitAlert(t, prom, "StratusLoadBalancerFailing", "minicloud")
+	var st struct {
+		Providers []struct {
+			Name string `json:"name"`
+			Down bool   `json:"down"`
+		} `json:"providers"`
+		Controllers []struct {
+			Name      string `json:"name"`
+			LastError *struct {
+				Reason string `json:"reason"`
+			} `json:"lastError"`
+		} `json:"controllers"`
+		LoadBalancers map[string]int `json:"loadBalancers"`
+		Nodes         map[string]int `json:"nodes"`
+	}
+	if err := json.Unmarshal([]byte(d.status(t, "json")), &st); err != nil {
+		t.Fatalf("stratus status -o json: %v", err)
+	}
+	if len(st.Providers) != 1 || st.Providers[0].Name != "minicloud" || !st.Providers[0].Down {
+		t.Errorf("stratus status -o json providers %+v, want minicloud down", st.Providers)
+	}
+	if st.LoadBalancers["failing"] == 0 || st.Nodes["initialized"] != 2 {
+		t.Errorf("stratus status -o json: load balancers %v (want some failing), nodes %v (want 2 initialized)", st.LoadBalancers, st.Nodes)
+	}
+	lastError := ""
+	for _, c := range st.Controllers {
+		if c.Name == "service" && c.LastError != nil {
+			lastError = c.LastError.Reason
+		}
+	}
+	if lastError != "SyncLoadBalancerFailed" {
+		t.Errorf("stratus status -o json: the service controller's last error %q, want SyncLoadBalancerFailed", lastError)
+	}
 	if out, err := d.minicloud(ctx, "start"); err != nil {
 		t.Fatalf("stratus dev minicloud start: %v\n%s", err, out)
 	}
@@ -104,6 +146,16 @@ func TestDevPrometheusFaultDrills(t *testing.T) {
 		}
 		return len(empty) == 0, "no data: " + strings.Join(empty, "; ")
 	})
+}
+
+// status runs `stratus status -o format` on the environment.
+func (d *devRun) status(t *testing.T, format string) string {
+	t.Helper()
+	out, err := exec.Command(d.bin, "status", "--state-dir", d.stateDir, "-o", format).Output()
+	if err != nil {
+		t.Fatalf("stratus status -o %s: %v\n%s", format, err, out)
+	}
+	return string(out)
 }
 
 // waitAlert waits until Prometheus holds alert name for provider, pending or
