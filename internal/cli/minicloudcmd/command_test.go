@@ -105,8 +105,12 @@ func TestCommands(t *testing.T) {
 	if f, _ := mc.Client.Faults(ctx); f.LatencyMS != 5 || len(f.Operations) != 1 {
 		t.Fatalf("faults after set: %+v", f)
 	}
+	mustRun(t, mc, "faults", "set", "--hold-provisioning")
+	if f, _ := mc.Client.Faults(ctx); !f.HoldProvisioning || f.LatencyMS != 0 {
+		t.Fatalf("faults after set --hold-provisioning: %+v", f)
+	}
 	mustRun(t, mc, "faults", "set")
-	if f, _ := mc.Client.Faults(ctx); f.LatencyMS != 0 {
+	if f, _ := mc.Client.Faults(ctx); f.LatencyMS != 0 || f.HoldProvisioning {
 		t.Fatalf("faults after clearing: %+v", f)
 	}
 

@@ -371,10 +371,10 @@ func newStatsCommand() *cobra.Command {
 
 func newFaultsCommand() *cobra.Command {
 	cmd, f := group("faults", "Show or set injected faults (errors, throttling, latency)")
-	header := []string{"ERROR RATE", "THROTTLE RATE", "UNAUTHORIZED RATE", "LATENCY MS", "OPERATIONS"}
+	header := []string{"ERROR RATE", "THROTTLE RATE", "UNAUTHORIZED RATE", "LATENCY MS", "OPERATIONS", "HOLD PROVISIONING"}
 	row := func(fl *api.Faults) [][]string {
 		rate := func(r float64) string { return strconv.FormatFloat(r, 'g', -1, 64) }
-		return [][]string{{rate(fl.ErrorRate), rate(fl.ThrottleRate), rate(fl.UnauthorizedRate), strconv.Itoa(fl.LatencyMS), orDash(strings.Join(fl.Operations, ","))}}
+		return [][]string{{rate(fl.ErrorRate), rate(fl.ThrottleRate), rate(fl.UnauthorizedRate), strconv.Itoa(fl.LatencyMS), orDash(strings.Join(fl.Operations, ",")), strconv.FormatBool(fl.HoldProvisioning)}}
 	}
 	get := &cobra.Command{Use: "get", Short: "Show injected faults", Args: cobra.NoArgs,
 		RunE: action(f, func(ctx context.Context, cmd *cobra.Command, c *client.Client, _ []string) error {
@@ -398,6 +398,7 @@ func newFaultsCommand() *cobra.Command {
 	set.Flags().Float64Var(&in.UnauthorizedRate, "unauthorized-rate", 0, "fraction of requests answered 401 (the token rejected)")
 	set.Flags().IntVar(&in.LatencyMS, "latency-ms", 0, "added latency per request")
 	set.Flags().StringSliceVar(&in.Operations, "op", nil, `only these operations, e.g. "GET /v1/instances" (repeatable)`)
+	set.Flags().BoolVar(&in.HoldProvisioning, "hold-provisioning", false, "keep load balancers provisioning until the faults are cleared (a provisioning that never completes)")
 	cmd.AddCommand(get, set)
 	return cmd
 }
