@@ -179,8 +179,15 @@ func TestPluginDownAndBack(t *testing.T) {
 	if exists, err := v2.InstanceExists(ctx, n); err != nil || !exists {
 		t.Fatalf("InstanceExists: %v, %v", exists, err)
 	}
+	if !c.Connected() {
+		t.Error("Connected() is false while the plugin serves")
+	}
 
 	stop()
+	// What stratus_cloud_plugin_connected reports.
+	testsupport.Eventually(t, 30*time.Second, "Connected() false once the plugin stopped", func(context.Context) (bool, error) {
+		return !c.Connected(), nil
+	})
 	for range 3 { // the first call after the loss, and later ones
 		exists, err := v2.InstanceExists(ctx, n)
 		if err == nil || !stratus.IsTransient(err) || !errors.Is(err, plugin.ErrUnavailable) {
@@ -197,6 +204,9 @@ func TestPluginDownAndBack(t *testing.T) {
 		exists, err := v2.InstanceExists(ctx, n)
 		return err == nil && exists, errString(err)
 	})
+	if !c.Connected() {
+		t.Error("Connected() is false after the plugin came back and answered")
+	}
 
 	// Back with other capabilities: the upstream fake has no listing.
 	stop()
