@@ -63,10 +63,12 @@ func newCLI(t *testing.T, mc *minicloudtest.Cloud) *cli {
 	c.env = append(c.env,
 		"HOME="+dir, "XDG_CONFIG_HOME="+filepath.Join(dir, ".config"), "XDG_CACHE_HOME="+filepath.Join(dir, ".cache"),
 		"PYTHONPATH="+guard, "CLITEST_ESCAPES="+c.escapes, "no_proxy=*", "NO_PROXY=*",
-		"OS_AUTH_TYPE=password", "OS_AUTH_URL="+mc.IdentityURL, "OS_IDENTITY_API_VERSION=3",
-		"OS_USERNAME=operator", "OS_PASSWORD="+mc.Token, "OS_USER_DOMAIN_NAME="+openstack.DomainName,
-		"OS_PROJECT_NAME="+openstack.ProjectName, "OS_PROJECT_DOMAIN_NAME="+openstack.DomainName,
-		"OS_REGION_NAME="+minicloud.Region, "OS_INTERFACE=public",
+		// The variables stratus dev's env file exports, no more: the
+		// command's defaults (password auth, identity v3, the public
+		// interface) do the rest, as for a user of that file.
+		"OS_AUTH_URL="+mc.IdentityURL, "OS_USERNAME=operator", "OS_PASSWORD="+mc.Token,
+		"OS_USER_DOMAIN_NAME="+openstack.DomainName, "OS_PROJECT_NAME="+openstack.ProjectName,
+		"OS_PROJECT_DOMAIN_NAME="+openstack.DomainName, "OS_REGION_NAME="+minicloud.Region,
 	)
 	t.Cleanup(c.checkEscapes)
 	return c
