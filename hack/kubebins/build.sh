@@ -7,13 +7,17 @@
 # cloud-controller-manager with the upstream vSphere provider) and stratus-cpv
 # (stratus-ccm with the upstream vSphere provider); and the upstream OpenStack builds:
 # openstack-ccm (the upstream cloud-controller-manager with the upstream OpenStack
-# provider) and stratus-occm (stratus-ccm with the upstream OpenStack provider).
+# provider) and stratus-occm (stratus-ccm with the upstream OpenStack provider);
+# and the upstream end-to-end suite, e2e.test (k8s.io/kubernetes/test/e2e compiled
+# with go test -c from the e2e module, which adds the suite's test dependencies to
+# the k8s module's pins: about 16 minutes cold on 2 cores, so only on request).
 # A binary that is already there is not rebuilt, so a second run takes well under a
 # second.
 # Usage: hack/kubebins/build.sh [--print-dir] [NAME...]
 #   With NAMEs (e.g. vsphere-ccm stratus-cpv), builds only those. Without, builds the
 #   default set, plus kwok with KUBEBINS_KWOK=1, the vSphere builds with
-#   KUBEBINS_VSPHERE=1 and the OpenStack builds with KUBEBINS_OPENSTACK=1. stratus dev
+#   KUBEBINS_VSPHERE=1, the OpenStack builds with KUBEBINS_OPENSTACK=1 and e2e.test
+#   with KUBEBINS_E2E=1. stratus dev
 #   asks for etcd kube-apiserver kube-controller-manager kubectl only.
 # What is missing is planned first, then built one binary after the other, with a
 # line "[n/m] building NAME" before and "[n/m] built NAME in Ns" after each.
@@ -31,7 +35,7 @@ if [[ "${1:-}" == "--print-dir" ]]; then
 	exit 0
 fi
 
-all_names="etcd kube-apiserver kubectl kube-controller-manager helm kwok ccm vsphere-ccm stratus-cpv openstack-ccm stratus-occm kube-scheduler kubelet kube-proxy agnhost containerd containerd-shim-runc-v2 ctr"
+all_names="etcd kube-apiserver kubectl kube-controller-manager helm kwok ccm vsphere-ccm stratus-cpv openstack-ccm stratus-occm kube-scheduler kubelet kube-proxy agnhost containerd containerd-shim-runc-v2 ctr e2e.test"
 for name in "$@"; do
 	if [[ " $all_names " != *" $name "* ]]; then
 		echo "kubebins: unknown binary $name (want some of: $all_names)" >&2
@@ -85,7 +89,12 @@ build_planned() {
 		name=${plan_names[i]}
 		echo "kubebins: [$((i + 1))/$m] building $name ${plan_versions[i]%%+*} ..." >&2
 		start=$SECONDS
-		(cd "$here/${plan_dirs[i]}" && go build -trimpath -ldflags "-s -w ${plan_ldflags[i]}" -o "$out/$name.tmp" "${plan_pkgs[i]}")
+		if [[ "$name" == *.test ]]; then
+			# A test binary (the upstream e2e suite): compiled, not run, by go test.
+			(cd "$here/${plan_dirs[i]}" && go test -c -trimpath -ldflags "-s -w ${plan_ldflags[i]}" -o "$out/$name.tmp" "${plan_pkgs[i]}")
+		else
+			(cd "$here/${plan_dirs[i]}" && go build -trimpath -ldflags "-s -w ${plan_ldflags[i]}" -o "$out/$name.tmp" "${plan_pkgs[i]}")
+		fi
 		mv "$out/$name.tmp" "$out/$name"
 		echo "${plan_versions[i]}" >"$out/.$name.version"
 		echo "kubebins: [$((i + 1))/$m] built $name in $((SECONDS - start))s" >&2
@@ -171,5 +180,11 @@ if wanted stratus-occm KUBEBINS_OPENSTACK; then
 	plan stratus-occm stratus-occm github.com/stratus-ccm/stratus/hack/kubebins/stratus-occm \
 		"$K8S_VERSION+occm-$OCCM_VERSION+$(sources go.mod go.sum cmd internal pkg providers minicloud hack/kubebins/stratus-occm)" \
 		"$k8s_ldflags -X main.version=occm-$OCCM_VERSION"
+fi
+# The upstream end-to-end suite (make e2e runs its load-balancer tests against the
+# real-node environment). Its own module keeps the suite's test-only dependencies
+# (ginkgo, gomega, ...) out of the k8s module, whose pins it shares.
+if wanted e2e.test KUBEBINS_E2E; then
+	plan e2e.test e2e k8s.io/kubernetes/test/e2e "$K8S_VERSION" "$k8s_ldflags"
 fi
 build_planned

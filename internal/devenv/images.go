@@ -35,18 +35,54 @@ const (
 	ManagerImageTag        = "dev"
 )
 
-// imageSpec is a one-layer image: a static binary and how to run it.
+// imageSpec is a one-layer image: a binary, the files it needs, and how to
+// run it.
 type imageSpec struct {
 	ref string
 	// bin is the binary's path on this machine, put at path in the image.
-	bin, path  string
+	bin, path string
+	// files are more files of this machine in the image (tools and the
+	// shared libraries they load), links its symbolic links.
+	files []imageFile
+	links []imageLink
+	// env is added to the image's environment (after PATH).
+	env        []string
 	entrypoint []string
 	// user, if set, is the user the image runs as (uid:gid).
 	user string
 }
 
+// imageFile is a file of this machine (src) at path in an image.
+type imageFile struct{ src, path string }
+
+// imageLink is a symbolic link at path in an image pointing to target.
+type imageLink struct{ path, target string }
+
+// allFiles returns the binary and the other files of s.
+func (s imageSpec) allFiles() []imageFile {
+	return append([]imageFile{{src: s.bin, path: s.path}}, s.files...)
+}
+
+// sum identifies what s puts in its image: every file's content and
+// place, every link, and the configuration.
+func (s imageSpec) sum() (string, error) {
+	h := sha256.New()
+	for _, f := range s.allFiles() {
+		fs, err := fileSum(f.src)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "file %s %s\n", f.path, fs)
+	}
+	for _, l := range s.links {
+		fmt.Fprintf(h, "link %s %s\n", l.path, l.target)
+	}
+	fmt.Fprintf(h, "env %q entrypoint %q user %q\n", s.env, s.entrypoint, s.user)
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
 // buildImages writes each image as an archive that containerd imports
-// (docker-archive layout, tagged) into dir, reusing an archive whose binary
+// (docker-archive layout, tagged) into dir, reusing an archive whose files
 // did not change, and returns the archives' paths.
 func buildImages(dir string, specs []imageSpec) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -54,7 +90,7 @@ func buildImages(dir string, specs []imageSpec) ([]string, error) {
 	}
 	var paths []string
 	for _, s := range specs {
-		sum, err := fileSum(s.bin)
+		sum, err := s.sum()
 		if err != nil {
 			return nil, fmt.Errorf("image %s: %w", s.ref, err)
 		}
@@ -71,27 +107,10 @@ func buildImages(dir string, specs []imageSpec) ([]string, error) {
 
 // writeImage builds the image of s and writes it to path.
 func writeImage(path string, s imageSpec) error {
-	data, err := os.ReadFile(s.bin)
+	raw, err := imageLayer(s)
 	if err != nil {
 		return err
 	}
-	var layer bytes.Buffer
-	tw := tar.NewWriter(&layer)
-	for _, d := range parentDirs(s.path) {
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755}); err != nil {
-			return err
-		}
-	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: s.path[1:], Mode: 0o755, Size: int64(len(data))}); err != nil {
-		return err
-	}
-	if _, err := tw.Write(data); err != nil {
-		return err
-	}
-	if err := tw.Close(); err != nil {
-		return err
-	}
-	raw := layer.Bytes()
 	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(raw)), nil })
 	if err != nil {
 		return err
@@ -106,7 +125,7 @@ func writeImage(path string, s imageSpec) error {
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
-	cf.Config = v1.Config{Entrypoint: s.entrypoint, User: s.user, Env: []string{"PATH=/usr/local/bin:/usr/bin:/bin"}}
+	cf.Config = v1.Config{Entrypoint: s.entrypoint, User: s.user, Env: append([]string{"PATH=/usr/local/bin:/usr/bin:/bin"}, s.env...)}
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
 		return err
 	}
@@ -120,6 +139,53 @@ func writeImage(path string, s imageSpec) error {
 		return err
 	}
 	return os.Rename(tmp, path)
+}
+
+// imageLayer returns the tar of s's files and links, each folder once
+// before what it holds.
+func imageLayer(s imageSpec) ([]byte, error) {
+	var layer bytes.Buffer
+	tw := tar.NewWriter(&layer)
+	dirs := map[string]bool{}
+	mkdirs := func(p string) error {
+		for _, d := range parentDirs(p) {
+			if dirs[d] {
+				continue
+			}
+			dirs[d] = true
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: d + "/", Mode: 0o755}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	for _, f := range s.allFiles() {
+		data, err := os.ReadFile(f.src)
+		if err != nil {
+			return nil, err
+		}
+		if err := mkdirs(f.path); err != nil {
+			return nil, err
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.path[1:], Mode: 0o755, Size: int64(len(data))}); err != nil {
+			return nil, err
+		}
+		if _, err := tw.Write(data); err != nil {
+			return nil, err
+		}
+	}
+	for _, l := range s.links {
+		if err := mkdirs(l.path); err != nil {
+			return nil, err
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: l.path[1:], Linkname: l.target, Mode: 0o777}); err != nil {
+			return nil, err
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	return layer.Bytes(), nil
 }
 
 // parentDirs returns "usr", "usr/local", "usr/local/bin" for
@@ -177,13 +243,18 @@ func checkStatic(path string) error {
 }
 
 // realNodeImages are the images every real node gets: the sandbox, agnhost
-// and the manager's.
-func realNodeImages(pause, agnhost, manager string) []imageSpec {
+// (with the shell and the tools the upstream e2e tests run in its pods) and
+// the manager's.
+func realNodeImages(pause, agnhost, manager string) ([]imageSpec, error) {
+	tools, links, env, err := agnhostImageTools()
+	if err != nil {
+		return nil, err
+	}
 	return []imageSpec{
 		{ref: pauseImage, bin: pause, path: "/pause", entrypoint: []string{"/pause"}, user: "65535:65535"},
-		{ref: AgnhostImage, bin: agnhost, path: "/agnhost", entrypoint: []string{"/agnhost"}},
+		{ref: AgnhostImage, bin: agnhost, path: "/agnhost", files: tools, links: links, env: env, entrypoint: []string{"/agnhost"}},
 		// As the Dockerfile builds it: the static binary at the same path,
 		// running as distroless' nonroot user, which the chart expects.
 		{ref: ManagerImageRepository + ":" + ManagerImageTag, bin: manager, path: "/usr/local/bin/stratus-ccm", entrypoint: []string{"/usr/local/bin/stratus-ccm"}, user: "65532:65532"},
-	}
+	}, nil
 }

@@ -63,7 +63,11 @@ func (r *realNodes) prepare(ctx context.Context, repoRoot, managerBin string) er
 	} else if err := checkStatic(managerBin); err != nil {
 		return fmt.Errorf("--manager-binary: %w", err)
 	}
-	r.images, err = buildImages(imgDir, realNodeImages(pause, filepath.Join(r.binDir, "agnhost"), managerBin))
+	specs, err := realNodeImages(pause, filepath.Join(r.binDir, "agnhost"), managerBin)
+	if err != nil {
+		return err
+	}
+	r.images, err = buildImages(imgDir, specs)
 	return err
 }
 

@@ -1,0 +1,81 @@
+package devenv
+
+import (
+	"archive/tar"
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestAgnhostImageTools unpacks the agnhost image's layer and runs, inside
+// it (chroot), the commands the upstream e2e tests run in agnhost pods.
+func TestAgnhostImageTools(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the image's tools in a chroot; skipped under -short")
+	}
+	if os.Geteuid() != 0 {
+		t.Fatal("chroot needs root; only -short skips this test")
+	}
+	files, links, env, err := agnhostImageTools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Any static binary stands for agnhost here.
+	spec := imageSpec{bin: busyboxTool.path, path: "/agnhost", files: files, links: links, env: env}
+	layer, err := imageLayer(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := t.TempDir()
+	unpack(t, layer, root)
+	for _, cmd := range []string{
+		"curl --version",
+		"echo hostName | nc -v -t -w 2 127.0.0.1 1; true",
+		"nc -h 2>&1 | grep -q -- -u",
+		"wget --help 2>&1 | grep -q -i usage",
+		"test -x /agnhost",
+	} {
+		c := exec.Command("/bin/sh", "-c", cmd)
+		c.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin"}, env...)
+		c.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+		c.Dir = "/"
+		if out, err := c.CombinedOutput(); err != nil {
+			t.Errorf("sh -c %q in the image: %v\n%s", cmd, err, out)
+		}
+	}
+}
+
+// unpack writes a layer's files, folders and links under root.
+func unpack(t *testing.T, layer []byte, root string) {
+	t.Helper()
+	tr := tar.NewReader(bytes.NewReader(layer))
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(root, strings.TrimSuffix(h.Name, "/"))
+		switch h.Typeflag {
+		case tar.TypeDir:
+			err = os.MkdirAll(p, 0o755)
+		case tar.TypeSymlink:
+			err = os.Symlink(h.Linkname, p)
+		case tar.TypeReg:
+			var data []byte
+			if data, err = io.ReadAll(tr); err == nil {
+				err = os.WriteFile(p, data, os.FileMode(h.Mode))
+			}
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
