@@ -530,7 +530,7 @@ func (d *Dialect) limits(r *request, _ int) (int, any, error) {
 		"maxServerMeta": -1, "maxImageMeta": -1, "maxPersonality": -1, "maxPersonalitySize": -1,
 		"maxServerGroups": -1, "maxServerGroupMembers": -1, "maxTotalFloatingIps": -1, "maxSecurityGroups": -1,
 		"maxSecurityGroupRules": -1,
-		"totalInstancesUsed": len(insts), "totalCoresUsed": cores, "totalRAMUsed": ram,
+		"totalInstancesUsed":    len(insts), "totalCoresUsed": cores, "totalRAMUsed": ram,
 		"totalServerGroupsUsed": 0, "totalFloatingIpsUsed": 0, "totalSecurityGroupsUsed": 0,
 	}
 	return http.StatusOK, map[string]any{"limits": map[string]any{"absolute": abs, "rate": []any{}}}, nil
