@@ -1,9 +1,10 @@
 // Package openstack is minicloud's OpenStack dialect: Keystone v3, Nova,
 // Neutron and Octavia served on the minicloud listener under the path
-// prefixes /identity, /compute, /network and /load-balancer, so that
+// prefixes /identity, /compute, /network and /load-balancer (and a Glance
+// without images under /image, which the openstack command needs), so that
 // unmodified OpenStack clients (gophercloud, the upstream OpenStack cloud
-// controller manager) manage minicloud's instances, load balancers and
-// routes.
+// controller manager, the openstack command) manage minicloud's instances,
+// load balancers and routes.
 //
 // The dialect keeps no second cloud: servers are minicloud instances,
 // Octavia load balancers are projected onto one minicloud load balancer each
