@@ -201,9 +201,14 @@ func (d *demo) realTraffic(ctx context.Context, svc *corev1.Service, ip string) 
 	d.say("20 of 20 answers from %s on node %s", pod, node)
 	if lbs, err := d.Cloud.ListLoadBalancers(ctx, client.ListOptions{}); err == nil {
 		for _, lb := range lbs {
-			if lb.Tags["stratus/service-name"] == svc.Name && lb.HealthCheck != nil {
-				d.say("minicloud probes HTTP :%d%s on each target; only %s answers 200", lb.HealthCheck.Port, lb.HealthCheck.Path, node)
+			if lb.Tags["stratus/service-name"] != svc.Name || lb.HealthCheck == nil {
+				continue
 			}
+			var states []string
+			for _, th := range lb.TargetHealth {
+				states = append(states, th.IP+" "+th.State)
+			}
+			d.say("minicloud probes HTTP :%d%s on each target: %s", lb.HealthCheck.Port, lb.HealthCheck.Path, strings.Join(states, ", "))
 		}
 	}
 	return nil

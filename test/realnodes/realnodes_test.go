@@ -8,13 +8,16 @@ package realnodes
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -285,31 +288,233 @@ func TestRealNodes(t *testing.T) {
 		return sawBroken, fmt.Errorf("traffic still flows; the route's removal not seen yet")
 	})
 
-	// externalTrafficPolicy: Local with one pod: only its node passes the
-	// health check on the Service's healthCheckNodePort (served by the
-	// real kube-proxy), so every answer comes from that pod.
-	e.scale(ctx, "web", 1)
-	s, err := e.kube.CoreV1().Services("default").Get(ctx, svc.Name, metav1.GetOptions{})
+	// A node whose kube-proxy stops answering its health port leaves the
+	// Cluster-policy pool (clusterHealthCheck: kubeProxy), and the traffic
+	// goes on through the other node.
+	proxy := kubeProxyPid(t, e.stateDir, a.Spec.NodeName)
+	if err := syscall.Kill(proxy, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	stopped := true
+	resume := func() {
+		if stopped {
+			_ = syscall.Kill(proxy, syscall.SIGCONT)
+			stopped = false
+		}
+	}
+	defer resume()
+	nodeA, err := e.kube.CoreV1().Nodes().Get(ctx, a.Spec.NodeName, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
-	if _, err := e.kube.CoreV1().Services("default").Update(ctx, s, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.poll("with externalTrafficPolicy Local only the pod's node gets traffic", 3*time.Minute, func(ctx context.Context) (bool, error) {
-		pods := e.runningPods(ctx, "web")
-		if len(pods) != 1 {
-			return false, fmt.Errorf("%d running pods", len(pods))
+	ipA := nodeA.Status.Addresses[0].Address
+	e.poll("node "+nodeA.Name+" out of the pool while its kube-proxy is stopped", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		health, err := e.targetHealth(ctx, svc.Name)
+		if err != nil {
+			return false, err
 		}
-		for range 20 {
-			host, err := httpGet(ctx, "http://"+vip+"/hostname")
-			if err != nil || host != pods[0].Name {
-				return false, fmt.Errorf("answer %q (%v), want %s", host, err, pods[0].Name)
+		if health[ipA] != api.HealthUnhealthy {
+			return false, fmt.Errorf("target health %v", health)
+		}
+		for ip, h := range health {
+			if ip != ipA && h != api.HealthHealthy {
+				return false, fmt.Errorf("target health %v", health)
 			}
 		}
 		return true, nil
 	})
+	for range 20 {
+		if _, err := httpGet(ctx, "http://"+vip+"/hostname"); err != nil {
+			t.Fatalf("with %s's kube-proxy stopped, the load balancer did not answer: %v", nodeA.Name, err)
+		}
+	}
+	resume()
+	e.poll("node "+nodeA.Name+" back in the pool", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		health, err := e.targetHealth(ctx, svc.Name)
+		return err == nil && health[ipA] == api.HealthHealthy, fmt.Errorf("target health %v: %v", health, err)
+	})
+
+	// The kustomize base, applied once in place of the chart: its manager
+	// takes over, and tells the rest of the story.
+	e.replaceChartWithKustomize(ctx)
+
+	// The user's story, as `stratus dev demo` tells it: a new real node
+	// joins and is initialized, a Service's address answered by pods on two
+	// nodes, externalTrafficPolicy Local sending every request to the one
+	// pod's node, the node's instance stopped (the shutdown taint) and
+	// deleted (the Node removed).
+	var demo testsupport.LockedBuffer
+	if err := devenv.Demo(ctx, devenv.DemoOptions{StateDir: e.stateDir, Out: &demo, StepTimeout: 4 * time.Minute}); err != nil {
+		t.Fatalf("stratus dev demo on real nodes: %v\n%s", err, demo.String())
+	}
+	t.Logf("stratus dev demo:\n%s", demo.String())
+	for _, want := range []string{"[6/6]", "20 of 20 answers from", "Done:"} {
+		if !strings.Contains(demo.String(), want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+}
+
+// kustomizeOverlay installs deploy/kustomize/base for the environment: the
+// image imported on the nodes, the minicloud cloud-config the chart had,
+// routes for the pod network, any node.
+const kustomizeOverlay = `apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+  - %[1]s
+images:
+  - name: ghcr.io/stratus-ccm/stratus-ccm
+    newTag: %[2]s
+secretGenerator:
+  - name: stratus-cloud-config
+    namespace: kube-system
+    files:
+      - cloud.conf
+    options:
+      disableNameSuffixHash: true
+patches:
+  - target:
+      kind: Deployment
+      name: stratus
+    patch: |-
+      - op: replace
+        path: /spec/template/spec/containers/0/imagePullPolicy
+        value: Never
+      - op: remove
+        path: /spec/template/spec/nodeSelector
+      - op: replace
+        path: /spec/template/spec/containers/0/resources/requests
+        value: {cpu: 10m, memory: 64Mi}
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --cluster-name=stratus-dev
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --configure-cloud-routes=true
+      - op: add
+        path: /spec/template/spec/containers/0/args/-
+        value: --cluster-cidr=%[3]s
+`
+
+// replaceChartWithKustomize uninstalls the chart and applies the kustomize
+// base through an overlay, then waits until a manager of the base leads.
+func (e *env) replaceChartWithKustomize(ctx context.Context) {
+	e.t.Helper()
+	bins, err := testenv.BinDir()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(e.stateDir, "kubeconfig")
+	run := func(name string, args ...string) {
+		out, err := exec.CommandContext(ctx, filepath.Join(bins, name), append(args, "--kubeconfig", kubeconfig)...).CombinedOutput()
+		if err != nil {
+			e.t.Fatalf("%s %v: %v\n%s", name, args, err, out)
+		}
+	}
+	values, err := os.ReadFile(filepath.Join(e.stateDir, "real-nodes", "chart-values.json"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var chart struct {
+		ClusterCIDR string `json:"clusterCIDR"`
+		CloudConfig struct {
+			Content string `json:"content"`
+		} `json:"cloudConfig"`
+	}
+	if err := json.Unmarshal(values, &chart); err != nil {
+		e.t.Fatal(err)
+	}
+	lease, err := e.kube.CoordinationV1().Leases(devenv.ChartNamespace).Get(ctx, "cloud-controller-manager", metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil {
+		e.t.Fatalf("the chart's manager holds no lease: %v", err)
+	}
+	chartLeader := *lease.Spec.HolderIdentity
+	run("helm", "uninstall", devenv.ChartRelease, "--namespace", devenv.ChartNamespace, "--wait")
+	overlay := e.t.TempDir()
+	// kustomize takes a base by a relative path only.
+	base, err := filepath.Rel(overlay, filepath.Join(root, "deploy", "kustomize", "base"))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	kust := fmt.Sprintf(kustomizeOverlay, base, devenv.ManagerImageTag, chart.ClusterCIDR)
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(kust), 0o644); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(overlay, "cloud.conf"), []byte(chart.CloudConfig.Content), 0o600); err != nil {
+		e.t.Fatal(err)
+	}
+	run("kubectl", "apply", "-k", overlay)
+	e.poll("a manager of the kustomize base leads", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := e.kube.CoreV1().Pods(devenv.ChartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=stratus"})
+		if err != nil {
+			return false, err
+		}
+		ready := map[string]bool{}
+		for _, p := range pods.Items {
+			if p.Labels["app.kubernetes.io/managed-by"] == "Helm" {
+				return false, fmt.Errorf("pod %s of the chart still there", p.Name)
+			}
+			for _, c := range p.Status.Conditions {
+				if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+					ready[p.Name] = true
+				}
+			}
+		}
+		if len(ready) != 2 {
+			return false, fmt.Errorf("ready pods of the base: %v", ready)
+		}
+		// The identity is <hostname>_<uuid> (the pods share the machine's
+		// hostname on the host network): a new holder is a manager of the
+		// base, the only candidates left.
+		lease, err := e.kube.CoordinationV1().Leases(devenv.ChartNamespace).Get(ctx, "cloud-controller-manager", metav1.GetOptions{})
+		if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == chartLeader {
+			return false, fmt.Errorf("lease still with the chart's manager %s (%v)", chartLeader, err)
+		}
+		return true, nil
+	})
+}
+
+// kubeProxyPid finds the kube-proxy of a node of the environment by its
+// configuration file.
+func kubeProxyPid(t *testing.T, stateDir, node string) int {
+	t.Helper()
+	want := "--config=" + filepath.Join(stateDir, "real-nodes", "nodes", node, "kube-proxy.yaml")
+	entries, _ := os.ReadDir("/proc")
+	for _, en := range entries {
+		pid, err := strconv.Atoi(en.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", en.Name(), "cmdline"))
+		if err == nil && strings.Contains(string(cmdline), want) {
+			return pid
+		}
+	}
+	t.Fatalf("no kube-proxy process with %s", want)
+	return 0
+}
+
+// targetHealth returns the health of the Service's load balancer's
+// targets, by address.
+func (e *env) targetHealth(ctx context.Context, service string) (map[string]string, error) {
+	lbs, err := e.cloud.ListLoadBalancers(ctx, client.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	for _, lb := range lbs {
+		if lb.Tags["stratus/service-name"] == service {
+			out := map[string]string{}
+			for _, th := range lb.TargetHealth {
+				out[th.IP] = th.State
+			}
+			return out, nil
+		}
+	}
+	return nil, fmt.Errorf("no load balancer for %s", service)
 }
 
 func (e *env) createDeployment(ctx context.Context, name string, replicas int32) {
@@ -340,18 +545,6 @@ func (e *env) createDeployment(ctx context.Context, name string, replicas int32)
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-func (e *env) scale(ctx context.Context, name string, replicas int32) {
-	e.t.Helper()
-	sc, err := e.kube.AppsV1().Deployments("default").GetScale(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	sc.Spec.Replicas = replicas
-	if _, err := e.kube.AppsV1().Deployments("default").UpdateScale(ctx, name, sc, metav1.UpdateOptions{}); err != nil {
 		e.t.Fatal(err)
 	}
 }
