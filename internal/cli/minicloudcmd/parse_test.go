@@ -24,7 +24,7 @@ func TestParseListener(t *testing.T) {
 		{in: "TCP:http", wantErr: true},
 	} {
 		got, err := parseListener(tc.in)
-		if (err != nil) != tc.wantErr || got != tc.want {
+		if (err != nil) != tc.wantErr || !cmp.Equal(got, tc.want) {
 			t.Errorf("parseListener(%q) = %+v, %v; want %+v, error %v", tc.in, got, err, tc.want, tc.wantErr)
 		}
 	}
