@@ -78,11 +78,12 @@ func (e *env) startPrometheus(ctx context.Context, cs kubernetes.Interface) (fun
 	}
 	listen := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	args, err := monitoring.Prepare(monitoring.Config{
-		Dir:      dir,
-		Listen:   listen,
-		Targets:  []monitoring.Target{{Address: net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.Manager)), TokenFile: token}},
-		Interval: prometheusInterval,
-		Mixin:    DevMixin,
+		Dir:       dir,
+		Listen:    listen,
+		Targets:   []string{net.JoinHostPort("127.0.0.1", strconv.Itoa(e.ports.Manager))},
+		TokenFile: token,
+		Interval:  prometheusInterval,
+		Mixin:     DevMixin,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--prometheus: %w", err)

@@ -40,23 +40,19 @@ func Binary() (string, error) {
 	return p, nil
 }
 
-// Target is an HTTPS /metrics endpoint of stratus-ccm.
-type Target struct {
-	// Address is host:port.
-	Address string
-	// TokenFile holds the bearer token the scrape presents.
-	TokenFile string
-}
-
 // Config is what Prepare writes.
 type Config struct {
 	// Dir holds the configuration, the rule files and the data (created).
 	Dir string
 	// Listen is the address Prometheus serves on (host:port).
 	Listen string
-	// Targets are the stratus-ccm replicas, scraped as job Job. The serving
-	// certificate is not verified: stratus-ccm's own is self-signed.
-	Targets []Target
+	// Targets are the stratus-ccm replicas (host:port), scraped as job Job
+	// over HTTPS. The serving certificate is not verified: stratus-ccm's
+	// own is self-signed.
+	Targets []string
+	// TokenFile holds the bearer token the scrapes present (/metrics is
+	// authenticated and authorized).
+	TokenFile string
 	// Interval is the scrape and evaluation interval (default 15s).
 	Interval time.Duration
 	// Mixin is merged into the mixin's _config (see mixin.Render).
@@ -84,13 +80,7 @@ func Prepare(cfg Config) ([]string, error) {
 	if err := os.WriteFile(alerts, r.Alerts, 0o644); err != nil {
 		return nil, err
 	}
-	var targets []string
-	var tokenFile string
-	for _, t := range cfg.Targets {
-		targets = append(targets, t.Address)
-		tokenFile = t.TokenFile
-	}
-	if len(targets) > 0 && tokenFile == "" {
+	if len(cfg.Targets) > 0 && cfg.TokenFile == "" {
 		return nil, errors.New("prometheus config: the targets need a token file (/metrics is authenticated)")
 	}
 	promCfg := map[string]any{
@@ -102,9 +92,9 @@ func Prepare(cfg Config) ([]string, error) {
 		"scrape_configs": []any{map[string]any{
 			"job_name":       Job,
 			"scheme":         "https",
-			"authorization":  map[string]any{"type": "Bearer", "credentials_file": tokenFile},
+			"authorization":  map[string]any{"type": "Bearer", "credentials_file": cfg.TokenFile},
 			"tls_config":     map[string]any{"insecure_skip_verify": true},
-			"static_configs": []any{map[string]any{"targets": targets}},
+			"static_configs": []any{map[string]any{"targets": cfg.Targets}},
 		}},
 	}
 	b, err := yaml.Marshal(promCfg)
