@@ -15,13 +15,17 @@ import (
 	"time"
 
 	"github.com/stratus-ccm/stratus/internal/monitoring"
+	"github.com/stratus-ccm/stratus/internal/testenv"
 	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 )
 
-// blockMonitoring is the address block of TestDevPrometheusFaultDrills, the
-// last one (see the blocks of dev_e2e_test.go).
-const blockMonitoring = 254
+// The address blocks of the monitoring tests, the last two (see the blocks
+// of dev_e2e_test.go).
+const (
+	blockMonitoring       = 254
+	blockMonitoringPlugin = 253
+)
 
 // TestDevPrometheusFaultDrills runs stratus dev --prometheus: a real
 // Prometheus scrapes the real stratus-ccm with the mixin's rules (DevMixin's
@@ -177,4 +181,98 @@ func waitAlert(t *testing.T, prom *monitoring.Client, name, provider string) {
 		}
 		return false, fmt.Sprintf("alerts %v", seen)
 	})
+}
+
+// TestDevPrometheusPluginDrill runs stratus dev --prometheus --no-manager and
+// the manager itself with its provider in a plugin process (stratus-ccm
+// plugin serve, as the chart's sidecars), then kills the plugin: the alert
+// StratusPluginDisconnected goes pending or firing, and stratus status shows
+// the plugin disconnected.
+func TestDevPrometheusPluginDrill(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("runs stratus dev; skipped under -short")
+	}
+	if _, err := monitoring.Binary(); err != nil {
+		t.Fatal(err)
+	}
+	root, err := testenv.RepoRoot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	manager := buildCommand(t, root, "cmd/stratus-ccm")
+	d := startDev(t, t.TempDir(), "--prometheus", "--no-manager", "--nodes", "1", "--address-block", strconv.Itoa(blockMonitoringPlugin))
+	raw, err := os.ReadFile(filepath.Join(d.stateDir, PrometheusURLFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prom := monitoring.NewClient(strings.TrimSpace(string(raw)))
+
+	// The manager's flags as stratus dev would run it, with the provider
+	// behind a plugin instead of compiled in.
+	sock := filepath.Join(t.TempDir(), "minicloud.sock")
+	base, err := os.ReadFile(filepath.Join(d.stateDir, "stratus-ccm.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := filepath.Join(d.stateDir, "stratus-ccm-plugin.yaml")
+	body := string(base) + "providers:\n- name: minicloud\n  type: plugin\n  plugin:\n    address: unix://" + sock + "\n"
+	if err := os.WriteFile(config, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	argsFile, err := os.ReadFile(filepath.Join(d.stateDir, "manager.args"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, a := range strings.Fields(string(argsFile)) {
+		switch {
+		case strings.HasPrefix(a, "--cloud-provider="), strings.HasPrefix(a, "--cloud-config="):
+		case strings.HasPrefix(a, "--config="):
+			args = append(args, "--config="+config)
+		default:
+			args = append(args, a)
+		}
+	}
+	logs := filepath.Join(d.stateDir, "logs")
+	plugin := startLogged(t, filepath.Join(logs, "plugin.log"), manager, "plugin", "serve", "--provider", "minicloud",
+		"--socket", sock, "--cloud-config", filepath.Join(d.stateDir, "minicloud.yaml"))
+	startLogged(t, filepath.Join(logs, "stratus-ccm.log"), manager, args...)
+
+	testsupport.EventuallyState(t, 2*time.Minute, "Prometheus seeing the plugin connected", func(ctx context.Context) (bool, string) {
+		s, err := prom.Query(ctx, `stratus_cloud_plugin_connected{provider="minicloud"}`)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(s) == 1 && s[0].Value == "1", fmt.Sprintf("%v", s)
+	})
+	if err := plugin.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	waitAlert(t, prom, "StratusPluginDisconnected", "minicloud")
+	if out := d.status(t, "text"); !regexp.MustCompile(`(?m)^\s+minicloud\s+.*plugin disconnected`).MatchString(out) {
+		t.Errorf("stratus status after the plugin was killed does not show it disconnected:\n%s", out)
+	}
+}
+
+// startLogged starts bin with args, its output in logPath, and kills it
+// when the test ends.
+func startLogged(t *testing.T, logPath, bin string, args ...string) *exec.Cmd {
+	t.Helper()
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); f.Close(); close(done) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-done
+	})
+	return cmd
 }
