@@ -23,6 +23,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+
+	"github.com/stratus-ccm/stratus/internal/controller/service"
 )
 
 // Status is what `stratus status` shows, the -o json document.
@@ -416,26 +418,6 @@ func objectName(ns, name string) string {
 	return ns + "/" + name
 }
 
-// lbState is a LoadBalancer Service's state from its LoadBalancerReady
-// condition, as stratus_service_load_balancers names it.
-func lbState(svc *corev1.Service) (state string, cond *metav1.Condition) {
-	cond = meta.FindStatusCondition(svc.Status.Conditions, "LoadBalancerReady")
-	if cond == nil {
-		return "provisioning", nil
-	}
-	switch cond.Reason {
-	case "Ready":
-		return "ready", cond
-	case "NoBackends":
-		return "no_backends", cond
-	case "CloudError":
-		return "failing", cond
-	case "InvalidConfiguration":
-		return "invalid", cond
-	}
-	return "provisioning", cond
-}
-
 func readServices(ctx context.Context, cs kubernetes.Interface, st *Status) error {
 	list, err := cs.CoreV1().Services("").List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -446,14 +428,14 @@ func readServices(ctx context.Context, cs kubernetes.Interface, st *Status) erro
 		if svc.Spec.Type != corev1.ServiceTypeLoadBalancer || svc.DeletionTimestamp != nil {
 			continue
 		}
-		state, cond := lbState(svc)
+		state, since := service.LoadBalancerState(svc)
 		st.LoadBalancers[state]++
 		if state == "ready" {
 			continue
 		}
-		o := Object{Name: objectName(svc.Namespace, svc.Name), State: state, Since: svc.CreationTimestamp.UTC(), Detail: "no LoadBalancerReady condition yet"}
-		if cond != nil {
-			o.Since, o.Reason, o.Detail = cond.LastTransitionTime.UTC(), cond.Reason, cond.Message
+		o := Object{Name: objectName(svc.Namespace, svc.Name), State: state, Since: since.UTC(), Detail: "no LoadBalancerReady condition yet"}
+		if cond := meta.FindStatusCondition(svc.Status.Conditions, service.ConditionLoadBalancerReady); cond != nil {
+			o.Reason, o.Detail = cond.Reason, cond.Message
 		}
 		st.LoadBalancerProblems = append(st.LoadBalancerProblems, o)
 	}

@@ -70,9 +70,12 @@ const (
 	stateInvalid      = "invalid"
 )
 
-// loadBalancerState returns svc's state and since when it is in it, from its
-// LoadBalancerReady condition.
-func loadBalancerState(svc *v1.Service) (string, metav1.Time) {
+// LoadBalancerState returns the state of svc's load balancer, as
+// stratus_service_load_balancers names it (provisioning, ready, no_backends,
+// failing, invalid), and since when it is in it, from its LoadBalancerReady
+// condition (a Service without the condition is provisioning since its
+// creation).
+func LoadBalancerState(svc *v1.Service) (string, metav1.Time) {
 	cond := meta.FindStatusCondition(svc.Status.Conditions, ConditionLoadBalancerReady)
 	if cond == nil {
 		return stateProvisioning, svc.CreationTimestamp
@@ -108,7 +111,7 @@ func (c *Controller) loadBalancerEntries(ctx context.Context) ([]statemetrics.En
 		if p == nil || !supportsLB(p) {
 			continue
 		}
-		state, since := loadBalancerState(svc)
+		state, since := LoadBalancerState(svc)
 		out = append(out, statemetrics.Entry{Provider: p.Name(), State: state, Since: since.Time})
 	}
 	return out, nil
