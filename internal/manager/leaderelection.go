@@ -96,6 +96,7 @@ func (l *watchedLock) record(ler resourcelock.LeaderElectionRecord, err error) {
 	if err != nil {
 		return
 	}
+	leaseTransitions.WithLabelValues(l.Describe()).Set(float64(ler.LeaderTransitions))
 	l.mu.Lock()
 	l.lastWrite = time.Now()
 	l.leading = ler.HolderIdentity == l.Identity()

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
@@ -63,6 +64,10 @@ func TestLeaseTakenStopsTheLeaderAtOnce(t *testing.T) {
 	}
 	if len(*leaderTaken) != 1 || (*leaderTaken)[0] != standby.Identity() {
 		t.Fatalf("leader told %v, want once, naming %q", *leaderTaken, standby.Identity())
+	}
+	// stratus_leader_lease_transitions is the lease's count as last read.
+	if n := testutil.ToFloat64(leaseTransitions.WithLabelValues(o.ResourceNamespace + "/" + o.ResourceName)); n != 1 {
+		t.Errorf("stratus_leader_lease_transitions %v after reading a lease with 1 transition", n)
 	}
 	// Once: the next read (client-go retries until its renew deadline, then
 	// reads again to release) does not tell it again.

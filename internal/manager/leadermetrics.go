@@ -17,7 +17,7 @@ var (
 	})
 	leaseTransitions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "stratus_leader_lease_transitions",
-		Help: "The leader changes the lease records (its leaseTransitions), as this replica last read it; only with leader election.",
+		Help: "The leader changes the lease records (its leaseTransitions), as this replica last read or wrote it; only with leader election.",
 	}, []string{"lease"})
 )
 

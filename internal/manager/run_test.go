@@ -102,6 +102,10 @@ func TestServingHealthAndMetrics(t *testing.T) {
 			if tc.want == 200 && !strings.Contains(body, "controller_runtime_reconcile_total") {
 				t.Errorf("/metrics does not expose the controller-runtime metrics:\n%.500s", body)
 			}
+			// The replica runs the controllers and has read its lease.
+			if tc.want == 200 && (!strings.Contains(body, "\nstratus_leader 1\n") || !strings.Contains(body, `stratus_leader_lease_transitions{lease="`+ns+"/")) {
+				t.Errorf("/metrics of the leader lacks stratus_leader 1 or its lease's stratus_leader_lease_transitions:\n%s", grepLines(body, "stratus_leader"))
+			}
 		})
 	}
 	if code, _, _ := managertest.Get(ctx, base+"/configz", ""); code != 401 {
@@ -423,4 +427,15 @@ func TestInvalidConfigurationStartsNothing(t *testing.T) {
 			t.Errorf("Run(%v) = %v: names a config path the command line did not write", tc.args, err)
 		}
 	}
+}
+
+// grepLines returns the lines of s that contain sub.
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
