@@ -22,8 +22,9 @@
     local rows = [
       [
         row('Leader and providers'),
-        panel('Leader', 'Replicas running the controllers (stratus_leader): 1 when all is well.', 'short', [
-          target('sum by (instance) (stratus_leader{%s})' % s, '{{instance}}'),
+        panel('Leader', 'Replicas running the controllers (stratus_leader): 1 when all is well; and the leader changes the lease has recorded (with leader election).', 'short', [
+          target('sum by (instance) (stratus_leader{%s})' % s, '{{instance}} leads'),
+          target('max by (lease) (stratus_leader_lease_transitions{%s})' % s, '{{lease}} transitions'),
         ]),
         panel('Provider health', 'A provider in an outage (1: its last calls all failed transiently), and provider plugins not connected (1).', 'short', [
           target('max by (provider) (stratus_cloud_provider_down{%s})' % s, '{{provider}} down'),
