@@ -16,7 +16,7 @@ TEST_LONGEST_PARALLEL ?= 3
 
 .PHONY: help
 help: ## List the targets.
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
 build: ## Build the stratus binaries into bin/.
@@ -79,6 +79,13 @@ bench-openstack: kubebins kubebins-openstack build ## Benchmark stratus-ccm's op
 	bin/stratus bench --scenario openstack-node-init-burst,openstack-steady-state,openstack-lb-burst,openstack-node-churn \
 		--size steadyWindow=5m --size openstackChurnServices=50 --timeout 30m \
 		--out bench/results/openstack.json --markdown bench/results/openstack.md $(ARGS)
+
+# make e2e: the upstream Kubernetes e2e suite's load-balancer tests (e2e.test
+# at the pinned version) against stratus-ccm and against the upstream CCM, each
+# on real nodes of its own (root); hack/e2e/run.sh says what it selects and why.
+.PHONY: e2e
+e2e: ## Run the upstream e2e load-balancer tests against stratus and the upstream CCM on real nodes (root; about 1 h 30 min): JUnit and logs in .cache/e2e, the table in .cache/e2e/summary.md (ARGS="stratus" for one manager).
+	hack/e2e/run.sh $(ARGS)
 
 .PHONY: bench-quick
 bench-quick: kubebins kubebins-vsphere kubebins-openstack build ## Run every benchmark scenario at small sizes for both managers (a harness check; minutes).

@@ -13,10 +13,12 @@ import (
 // The upstream e2e tests run shell commands inside agnhost pods (sh -c
 // "curl ...", wget, "echo hostName | nc -v -t -w 2 ..."): the upstream
 // agnhost image is Alpine with those tools. The real nodes' agnhost image
-// gets them from Debian packages of this machine instead: busybox-static
-// for the shell, wget and the other applets, curl and netcat-openbsd (whose
-// nc has the -v, -t and -u the tests pass, which busybox's lacks) with the
-// shared libraries they load, each at its path on this machine.
+// gets them from Debian packages of this machine instead: dash as sh,
+// busybox-static for wget and the other applets, curl and netcat-openbsd
+// (whose nc has the -v, -t and -u the tests pass, which busybox's lacks)
+// with the shared libraries they load, each at its path on this machine.
+// (Debian's busybox-static is no sh here: its shell runs its own applets
+// before PATH, so nc would be busybox's.)
 
 // imageTool is a program an image needs, and the Debian package that
 // installs it on this machine.
@@ -32,6 +34,7 @@ var (
 		imageTool
 		as string
 	}{
+		{imageTool{"/bin/dash", "dash"}, "/bin/sh"},
 		{imageTool{"/usr/bin/curl", "curl"}, "/usr/bin/curl"},
 		{imageTool{"/bin/nc.openbsd", "netcat-openbsd"}, "/usr/bin/nc"},
 	}

@@ -37,12 +37,17 @@ func TestAgnhostImageTools(t *testing.T) {
 		"curl --version",
 		"echo hostName | nc -v -t -w 2 127.0.0.1 1; true",
 		"nc -h 2>&1 | grep -q -- -u",
+		// With /proc, as in a container, a busybox sh would run its own
+		// nc applet here.
+		"mkdir -p /proc && mount -t proc proc /proc && nc -h 2>&1 | grep -q -- -u",
 		"wget --help 2>&1 | grep -q -i usage",
 		"test -x /agnhost",
 	} {
 		c := exec.Command("/bin/sh", "-c", cmd)
 		c.Env = append([]string{"PATH=/usr/local/bin:/usr/bin:/bin"}, env...)
-		c.SysProcAttr = &syscall.SysProcAttr{Chroot: root}
+		// A mount namespace of its own (private): /proc mounted below is
+		// gone with the command.
+		c.SysProcAttr = &syscall.SysProcAttr{Chroot: root, Unshareflags: syscall.CLONE_NEWNS}
 		c.Dir = "/"
 		if out, err := c.CombinedOutput(); err != nil {
 			t.Errorf("sh -c %q in the image: %v\n%s", cmd, err, out)
