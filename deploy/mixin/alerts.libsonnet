@@ -58,9 +58,12 @@
                 'A node of provider {{ $labels.provider }} has been uninitialized for {{ $value | humanizeDuration }}.',
                 'At least one node of {{ $labels.provider }} still carries the node.cloudprovider.kubernetes.io/uninitialized taint %ds after its creation: no pod without a toleration is scheduled on it.' % c.nodeUninitializedSeconds),
           alert('StratusNoLeader', 'critical',
-                'stratus:leader:sum < 1',
+                |||
+                  stratus:leader:sum < 1
+                    or sum by (%(g)s) (up{%(s)s}) == 0
+                ||| % { g: g, s: s },
                 'No stratus-ccm replica runs the controllers.',
-                'For %s none of the scraped replicas has led: nodes, load balancers and routes are not reconciled.' % c.alertFor.StratusNoLeader),
+                'For %s no stratus-ccm replica has led, or none could be scraped: nodes, load balancers and routes are not reconciled.' % c.alertFor.StratusNoLeader),
           alert('StratusLeadershipFlapping', 'warning',
                 |||
                   max by (%(g)s, lease) (max_over_time(stratus_leader_lease_transitions{%(s)s}[%(w)s]))
