@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -288,7 +289,12 @@ func (d *Driver) DeleteMachine(ctx context.Context, m *conformance.Machine) erro
 	return nil
 }
 
-// DescribeLoadBalancer reads the load balancer named name.
+// DescribeLoadBalancer reads the load balancer named name. A listener's
+// own targets and source ranges replace the load balancer's for that
+// listener (minicloud's per-listener targets and source ranges): the
+// backends are the targets some listener sends traffic to, and the source
+// ranges are those every listener admits, an error when listeners admit
+// different ones (the contract has one set per load balancer).
 func (d *Driver) DescribeLoadBalancer(ctx context.Context, name string) (*conformance.LoadBalancer, error) {
 	lbs, err := d.c.ListLoadBalancers(ctx, client.ListOptions{Name: name})
 	if err != nil {
@@ -298,9 +304,13 @@ func (d *Driver) DescribeLoadBalancer(ctx context.Context, name string) (*confor
 		return nil, nil
 	}
 	lb := lbs[0]
-	out := &conformance.LoadBalancer{Backends: []string{}, Ports: []conformance.Port{}, SourceRanges: append([]string{}, lb.SourceRanges...)}
+	ranges, err := sourceRanges(lb)
+	if err != nil {
+		return nil, fmt.Errorf("load balancer %s: %w", name, err)
+	}
+	out := &conformance.LoadBalancer{Backends: []string{}, Ports: []conformance.Port{}, SourceRanges: ranges}
 	d.mu.Lock()
-	for _, t := range lb.Targets {
+	for _, t := range servedTargets(lb) {
 		if n, ok := d.names[t.InstanceID]; ok {
 			out.Backends = append(out.Backends, n)
 		} else {
@@ -315,6 +325,51 @@ func (d *Driver) DescribeLoadBalancer(ctx context.Context, name string) (*confor
 		out.HealthCheck = &conformance.HealthCheck{Protocol: hc.Protocol, Port: int32(hc.Port), Path: hc.Path}
 	}
 	return out, nil
+}
+
+// servedTargets are the targets of lb that some listener sends traffic to,
+// in the load balancer's order: a listener's own targets, or all of the
+// load balancer's when it has none; none without listeners.
+func servedTargets(lb api.LoadBalancer) []api.Target {
+	served := map[api.Target]bool{}
+	for _, l := range lb.Listeners {
+		if len(l.Targets) == 0 {
+			return lb.Targets
+		}
+		for _, t := range l.Targets {
+			served[t] = true
+		}
+	}
+	var out []api.Target
+	for _, t := range lb.Targets {
+		if served[t] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// sourceRanges are the sources every listener of lb admits (a listener's
+// own source ranges, or the load balancer's when it has none); an error
+// when two listeners admit different sources.
+func sourceRanges(lb api.LoadBalancer) ([]string, error) {
+	out := slices.Sorted(slices.Values(lb.SourceRanges))
+	for i, l := range lb.Listeners {
+		got := lb.SourceRanges
+		if len(l.SourceRanges) > 0 {
+			got = l.SourceRanges
+		}
+		got = slices.Sorted(slices.Values(got))
+		if i == 0 {
+			out = got
+			continue
+		}
+		if !slices.Equal(got, out) {
+			first := lb.Listeners[0]
+			return nil, fmt.Errorf("listener %s/%d admits sources %v, listener %s/%d %v", first.Protocol, first.Port, out, l.Protocol, l.Port, got)
+		}
+	}
+	return append([]string{}, out...), nil
 }
 
 // Unsupported lists what docs/providers.md says the minicloud provider
