@@ -29,6 +29,9 @@ const (
 	// AgnhostImage is Kubernetes' test server (netexec and friends), built
 	// from the k8s.io/kubernetes module at the pinned version.
 	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.66.1"
+	// ProxyEchoImage answers each TCP connection with the client address
+	// its PROXY protocol header carries (internal/devenv/proxyecho).
+	ProxyEchoImage = "stratus-dev/proxyecho:dev"
 	// ManagerImageRepository and ManagerImageTag name the stratus-ccm image
 	// the chart runs on real nodes.
 	ManagerImageRepository = "ghcr.io/stratus-ccm/stratus-ccm"
@@ -245,7 +248,7 @@ func checkStatic(path string) error {
 // realNodeImages are the images every real node gets: the sandbox, agnhost
 // (with the shell and the tools the upstream e2e tests run in its pods) and
 // the manager's.
-func realNodeImages(pause, agnhost, manager string) ([]imageSpec, error) {
+func realNodeImages(pause, agnhost, proxyecho, manager string) ([]imageSpec, error) {
 	tools, links, env, err := agnhostImageTools()
 	if err != nil {
 		return nil, err
@@ -253,6 +256,7 @@ func realNodeImages(pause, agnhost, manager string) ([]imageSpec, error) {
 	return []imageSpec{
 		{ref: pauseImage, bin: pause, path: "/pause", entrypoint: []string{"/pause"}, user: "65535:65535"},
 		{ref: AgnhostImage, bin: agnhost, path: "/agnhost", files: tools, links: links, env: env, entrypoint: []string{"/agnhost"}},
+		{ref: ProxyEchoImage, bin: proxyecho, path: "/proxyecho", entrypoint: []string{"/proxyecho"}, user: "65532:65532"},
 		// As the Dockerfile builds it: the static binary at the same path,
 		// running as distroless' nonroot user, which the chart expects.
 		{ref: ManagerImageRepository + ":" + ManagerImageTag, bin: manager, path: "/usr/local/bin/stratus-ccm", entrypoint: []string{"/usr/local/bin/stratus-ccm"}, user: "65532:65532"},

@@ -56,6 +56,10 @@ func (r *realNodes) prepare(ctx context.Context, repoRoot, managerBin string) er
 	if err != nil {
 		return err
 	}
+	proxyecho, err := buildStatic(ctx, repoRoot, "./internal/devenv/proxyecho", imgDir)
+	if err != nil {
+		return err
+	}
 	if managerBin == "" {
 		if managerBin, err = buildStatic(ctx, repoRoot, "./cmd/stratus-ccm", imgDir); err != nil {
 			return err
@@ -63,7 +67,7 @@ func (r *realNodes) prepare(ctx context.Context, repoRoot, managerBin string) er
 	} else if err := checkStatic(managerBin); err != nil {
 		return fmt.Errorf("--manager-binary: %w", err)
 	}
-	specs, err := realNodeImages(pause, filepath.Join(r.binDir, "agnhost"), managerBin)
+	specs, err := realNodeImages(pause, filepath.Join(r.binDir, "agnhost"), proxyecho, managerBin)
 	if err != nil {
 		return err
 	}

@@ -7,10 +7,12 @@
 package realnodes
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -34,6 +36,7 @@ import (
 	"github.com/stratus-ccm/stratus/internal/testenv"
 	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud/api"
+	"github.com/stratus-ccm/stratus/pkg/annotations"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 )
 
@@ -275,18 +278,37 @@ func TestRealNodes(t *testing.T) {
 	if routeB == nil {
 		t.Fatalf("no minicloud route for %s's pod CIDR %s among %v", nodeB.Name, nodeB.Spec.PodCIDR, routes)
 	}
+	// With no manager running, nothing puts a deleted route back: the
+	// traffic stops for as long as the route is missing.
+	e.scaleManager(ctx, 0)
 	if err := e.cloud.DeleteRoute(ctx, routeB.ID); err != nil {
 		t.Fatal(err)
 	}
-	sawBroken := false
-	e.poll("stratus re-creates the deleted route and traffic flows again", 2*time.Minute, func(ctx context.Context) (bool, error) {
+	e.poll("pod traffic across nodes broken while the route is missing", time.Minute, func(ctx context.Context) (bool, error) {
 		body, err := httpGet(ctx, dial)
-		if err != nil || !strings.Contains(body, b.Name) {
-			sawBroken = true
-			return false, fmt.Errorf("%s: %v", body, err)
+		if err == nil && strings.Contains(body, b.Name) {
+			return false, fmt.Errorf("pod %s still reached pod %s", a.Name, b.Name)
 		}
-		return sawBroken, fmt.Errorf("traffic still flows; the route's removal not seen yet")
+		return true, nil
 	})
+	e.scaleManager(ctx, 2)
+	e.poll("stratus re-creates the deleted route and traffic flows again", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		body, err := httpGet(ctx, dial)
+		return err == nil && strings.Contains(body, b.Name), fmt.Errorf("%s: %v", body, err)
+	})
+	routes, err = e.cloud.ListRoutes(ctx, client.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	recreated := false
+	for _, r := range routes {
+		if r.DestinationCIDR == nodeB.Spec.PodCIDR && r.ID != routeB.ID {
+			recreated = true
+		}
+	}
+	if !recreated {
+		t.Errorf("no new route for %s after %s was deleted: %v", nodeB.Spec.PodCIDR, routeB.ID, routes)
+	}
 
 	// A node whose kube-proxy stops answering its health port leaves the
 	// Cluster-policy pool (clusterHealthCheck: kubeProxy), and the traffic
@@ -332,6 +354,26 @@ func TestRealNodes(t *testing.T) {
 	e.poll("node "+nodeA.Name+" back in the pool", 2*time.Minute, func(ctx context.Context) (bool, error) {
 		health, err := e.targetHealth(ctx, svc.Name)
 		return err == nil && health[ipA] == api.HealthHealthy, fmt.Errorf("target health %v: %v", health, err)
+	})
+
+	// The PROXY protocol reaches a real pod: the load balancer's header
+	// goes through the NodePort and kube-proxy to proxyecho, which answers
+	// with the client address the header carries: this connection's.
+	e.createProxyEcho(ctx)
+	pvip := e.ingressIP(ctx, "proxyecho")
+	ps, err := e.kube.CoreV1().Services("default").Get(ctx, "proxyecho", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := ps.Status.LoadBalancer.Ingress[0].IPMode; m == nil || *m != corev1.LoadBalancerIPModeProxy {
+		t.Errorf("proxyecho's ingress ipMode = %v, want Proxy", m)
+	}
+	e.poll("proxyecho gets this connection's address in a PROXY header", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		local, reply, err := proxyEcho(ctx, pvip)
+		if err != nil {
+			return false, err
+		}
+		return reply == "client "+local, fmt.Errorf("reply %q, connection from %s", reply, local)
 	})
 
 	// The kustomize base, applied once in place of the chart: its manager
@@ -476,6 +518,79 @@ func (e *env) replaceChartWithKustomize(ctx context.Context) {
 		}
 		return true, nil
 	})
+}
+
+// scaleManager scales the chart's stratus-ccm Deployment.
+func (e *env) scaleManager(ctx context.Context, replicas int32) {
+	e.t.Helper()
+	deps := e.kube.AppsV1().Deployments(devenv.ChartNamespace)
+	sc, err := deps.GetScale(ctx, devenv.ChartRelease, metav1.GetOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	sc.Spec.Replicas = replicas
+	if _, err := deps.UpdateScale(ctx, devenv.ChartRelease, sc, metav1.UpdateOptions{}); err != nil {
+		e.t.Fatal(err)
+	}
+	if replicas != 0 {
+		return
+	}
+	e.poll("no stratus-ccm pod left", 2*time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := e.kube.CoreV1().Pods(devenv.ChartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=stratus"})
+		if err != nil {
+			return false, err
+		}
+		return len(pods.Items) == 0, fmt.Errorf("%d pods", len(pods.Items))
+	})
+}
+
+// createProxyEcho runs proxyecho behind a LoadBalancer Service with the
+// PROXY protocol on.
+func (e *env) createProxyEcho(ctx context.Context) {
+	e.t.Helper()
+	labels := map[string]string{"app": "proxyecho"}
+	_, err := e.kube.AppsV1().Deployments("default").Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "proxyecho"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](1),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "proxyecho", Image: devenv.ProxyEchoImage, ImagePullPolicy: corev1.PullNever,
+					Ports: []corev1.ContainerPort{{ContainerPort: 8080}},
+				}}},
+			},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	_, err = e.kube.CoreV1().Services("default").Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "proxyecho", Annotations: map[string]string{annotations.LBProxyProtocol.Name: "true"}},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeLoadBalancer,
+			Selector: labels,
+			Ports:    []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080), Protocol: corev1.ProtocolTCP}},
+		},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+}
+
+// proxyEcho connects to proxyecho through ip and returns the connection's
+// local address and the reply.
+func proxyEcho(ctx context.Context, ip string) (local, reply string, err error) {
+	d := net.Dialer{Timeout: 3 * time.Second}
+	c, err := d.DialContext(ctx, "tcp", net.JoinHostPort(ip, "80"))
+	if err != nil {
+		return "", "", err
+	}
+	defer c.Close()
+	_ = c.SetDeadline(time.Now().Add(3 * time.Second))
+	line, err := bufio.NewReader(c).ReadString('\n')
+	return c.LocalAddr().String(), strings.TrimSpace(line), err
 }
 
 // kubeProxyPid finds the kube-proxy of a node of the environment by its
