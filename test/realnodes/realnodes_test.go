@@ -36,8 +36,8 @@ import (
 	"github.com/stratus-ccm/stratus/internal/testenv"
 	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud/api"
-	"github.com/stratus-ccm/stratus/pkg/annotations"
 	"github.com/stratus-ccm/stratus/minicloud/client"
+	"github.com/stratus-ccm/stratus/pkg/annotations"
 )
 
 // block is the environment's address block (127.253.0.0/16 for VIPs,
