@@ -67,6 +67,9 @@ func (n *realNode) start(ctx context.Context, images []string, kubeletKubeconfig
 			n.stop(context.WithoutCancel(ctx))
 		}
 	}()
+	// What a crashed earlier run of this node left (processes in its
+	// cgroups, mounts, the namespace) goes first.
+	n.stop(ctx)
 	if err := n.plumb(ctx); err != nil {
 		return err
 	}
@@ -166,9 +169,12 @@ func (n *realNode) launch(name, bin string, args []string, env []string) (*proce
 }
 
 // containerdConfig is containerd 2.x's configuration for a node: its own
-// root, state and socket; CNI from the node's folder; and what this kind of
-// machine needs: no negative OOM score adjustment (no CAP_SYS_RESOURCE) and
-// pod network namespaces mounted under the node's state.
+// root, state, socket, runc state and opt folder, and no NRI socket (all of
+// which default to paths of the machine's); CNI from the node's folder; and
+// what this kind of machine needs: no negative OOM score adjustment (no
+// CAP_SYS_RESOURCE) and pod network namespaces mounted under the node's
+// state. Only the shims' sockets are always in /run/containerd/s (root's
+// fixed place): stop removes the node's.
 const containerdConfig = `version = 3
 root = %[1]q
 state = %[2]q
@@ -189,6 +195,13 @@ state = %[2]q
   [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
     SystemdCgroup = false
     BinaryName = %[8]q
+    Root = %[9]q
+
+[plugins.'io.containerd.nri.v1.nri']
+  disable = true
+
+[plugins.'io.containerd.internal.v1.opt']
+  path = %[10]q
 
 [plugins.'io.containerd.cri.v1.images']
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
@@ -205,7 +218,8 @@ func (n *realNode) startContainerd(ctx context.Context) error {
 	}
 	cfg := fmt.Sprintf(containerdConfig,
 		filepath.Join(n.dir, "containerd", "root"), filepath.Join(n.dir, "containerd", "state"),
-		n.sock(), n.sock()+".ttrpc", cniBinDir, n.cniConfDir(), pauseImage, runc)
+		n.sock(), n.sock()+".ttrpc", cniBinDir, n.cniConfDir(), pauseImage, runc,
+		filepath.Join(n.dir, "containerd", "runc"), filepath.Join(n.dir, "containerd", "opt"))
 	path := filepath.Join(n.dir, "containerd.toml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return fmt.Errorf("node %s: %w", n.name, err)
@@ -360,12 +374,30 @@ func (n *realNode) stop(ctx context.Context) {
 	}
 	n.procs = nil
 	killCgroup(ctx, filepath.Join(cgroupFS, "pids", n.cgroupRoot()))
+	n.removeShimSockets()
 	unmountUnder(n.dir)
 	for _, h := range append(slices.Clone(cgroupHierarchies), "unified") {
 		removeCgroupTree(filepath.Join(cgroupFS, h, n.cgroupRoot()))
 	}
 	_ = runIP(ctx, "netns", "del", n.netns())
 	_ = runIP(ctx, "-n", n.net.router, "link", "del", n.vethName())
+}
+
+// removeShimSockets removes the sockets of the node's containerd shims,
+// which a killed shim leaves in /run/containerd/s: each task's bundle names
+// its shim's socket in a file "address" (unix:///run/containerd/s/<hash>).
+func (n *realNode) removeShimSockets() {
+	bundles, _ := filepath.Glob(filepath.Join(n.dir, "containerd", "state", "io.containerd.runtime.v2.task", "*", "*", "address"))
+	for _, b := range bundles {
+		addr, err := os.ReadFile(b)
+		if err != nil {
+			continue
+		}
+		path := strings.TrimPrefix(strings.TrimSpace(string(addr)), "unix://")
+		if strings.HasPrefix(path, "/run/containerd/s/") {
+			_ = os.Remove(path)
+		}
+	}
 }
 
 // killCgroup kills every process in a cgroup tree until none is left (a
