@@ -75,7 +75,9 @@ var (
 			Description: "How a new connection (or UDP session) picks its backend among the healthy ones: `" +
 				AlgorithmRoundRobin + "` takes each in turn; `" + AlgorithmSourceIP + "` hashes the client's " +
 				"address, so that a client's connections reach the same backend while the healthy backends stay " +
-				"the same (other CCMs call this session affinity or source-IP balancing).",
+				"the same (other CCMs call this session affinity or source-IP balancing). Without the annotation, " +
+				"a Service with `sessionAffinity: ClientIP` gets `" + AlgorithmSourceIP + "`, so that the affinity " +
+				"holds across nodes.",
 		},
 		parse: oneOf(AlgorithmRoundRobin, AlgorithmSourceIP),
 	})

@@ -181,6 +181,39 @@ func TestAnnotationAlgorithm(t *testing.T) {
 	}
 }
 
+// TestSessionAffinityClientIP: a Service with sessionAffinity: ClientIP
+// gets source-ip without the annotation, so that one client reaches one
+// node (kube-proxy keeps the affinity within a node only); the annotation
+// still decides when set, and dropping the affinity goes back to round
+// robin.
+func TestSessionAffinityClientIP(t *testing.T) {
+	f := newLBFixture(t)
+	svc := f.service(8080)
+	svc.Spec.SessionAffinity = v1.ServiceAffinityClientIP
+	st := f.ensure(t, cluster, svc, f.nodes)
+	if got := f.theLB(t).Algorithm; got != api.AlgorithmSourceIP {
+		t.Fatalf("cloud's algorithm %q with sessionAffinity ClientIP, want %q", got, api.AlgorithmSourceIP)
+	}
+	addr := net.JoinHostPort(st.Ingress[0].IP, "8080")
+	if got := minicloudtest.CountTCP(t, addr, 8); len(got) != 1 {
+		t.Errorf("8 connections from one client reached %v, want one backend", got)
+	}
+
+	svc.Annotations = map[string]string{annotations.LBAlgorithm.Name: annotations.AlgorithmRoundRobin}
+	f.ensure(t, cluster, svc, f.nodes)
+	if got := f.theLB(t).Algorithm; got == api.AlgorithmSourceIP {
+		t.Errorf("cloud's algorithm %q with the annotation %s, want round robin", got, annotations.AlgorithmRoundRobin)
+	}
+
+	svc.Annotations = nil
+	svc.Spec.SessionAffinity = v1.ServiceAffinityNone
+	f.ensure(t, cluster, svc, f.nodes)
+	if got := f.theLB(t).Algorithm; got == api.AlgorithmSourceIP {
+		t.Errorf("cloud's algorithm %q without session affinity, want round robin", got)
+	}
+	waitBackends(t, addr, "node-a", "node-b")
+}
+
 // TestAnnotationIdleTimeout: the idle timeout reaches the cloud, and the
 // load balancer closes a connection that stays silent that long.
 func TestAnnotationIdleTimeout(t *testing.T) {

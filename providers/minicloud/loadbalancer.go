@@ -457,7 +457,7 @@ func applyAnnotations(svc *v1.Service, spec *api.LoadBalancerSpec) error {
 	}
 	threshold, _, terr := annotations.LBHealthCheckUnhealthyThreshold.Get(svc)
 	proxy, _, perr := annotations.LBProxyProtocol.Get(svc)
-	algorithm, _, aerr := annotations.LBAlgorithm.Get(svc)
+	algorithm, algorithmSet, aerr := annotations.LBAlgorithm.Get(svc)
 	if err := errors.Join(
 		seconds(annotations.LBHealthCheckInterval, &hc.IntervalSeconds),
 		seconds(annotations.LBHealthCheckTimeout, &hc.TimeoutSeconds),
@@ -475,6 +475,14 @@ func applyAnnotations(svc *v1.Service, spec *api.LoadBalancerSpec) error {
 			annotations.LBHealthCheckTimeout.Name, hc.TimeoutSeconds, interval, annotations.LBHealthCheckInterval.Name)
 	}
 	spec.ProxyProtocol = proxy
+	// sessionAffinity: ClientIP asks for a client's connections to reach
+	// one endpoint. kube-proxy keeps that promise on each node, not across
+	// nodes: the load balancer must send a client to one node, as clouds
+	// do for it (GCE's CLIENT_IP target pools, Azure's SourceIP
+	// distribution), unless the annotation says otherwise.
+	if !algorithmSet && svc.Spec.SessionAffinity == v1.ServiceAffinityClientIP {
+		algorithm = annotations.AlgorithmSourceIP
+	}
 	if algorithm == annotations.AlgorithmSourceIP {
 		spec.Algorithm = api.AlgorithmSourceIP
 	}
