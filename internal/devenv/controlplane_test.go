@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,7 +39,7 @@ func startControlPlane(t *testing.T) (*ControlPlane, kubernetes.Interface) {
 	t.Cleanup(func() {
 		cp.Stop(context.Background())
 		if t.Failed() {
-			dumpLogs(t, cp.LogDir())
+			testsupport.DumpLogs(t, cp.LogDir())
 		}
 	})
 	cfg, err := cp.RESTConfig()
@@ -93,20 +91,5 @@ func TestControlPlaneAllocatesPodCIDRsAndStopsCleanly(t *testing.T) {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("process %d still exists after Stop (kill -0: %v)", pid, err)
 		}
-	}
-}
-
-// dumpLogs prints the end of every component log, for a failed test.
-func dumpLogs(t *testing.T, dir string) {
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			continue
-		}
-		if len(data) > 4000 {
-			data = data[len(data)-4000:]
-		}
-		t.Logf("--- %s (end) ---\n%s", e.Name(), data)
 	}
 }

@@ -97,7 +97,7 @@ func startDev(t *testing.T, stateDir string, args ...string) *devRun {
 		d.stop()
 		if t.Failed() {
 			t.Logf("stratus dev output:\n%s", d.out.String())
-			dumpLogs(t, filepath.Join(stateDir, "logs"))
+			testsupport.DumpLogs(t, filepath.Join(stateDir, "logs"))
 		}
 	})
 	deadline := time.NewTimer(3 * time.Minute)

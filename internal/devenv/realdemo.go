@@ -112,7 +112,7 @@ func (d *demo) readyPods(ctx context.Context) (map[string]string, error) {
 func answers(ctx context.Context, ip string, n int) (map[string]int, error) {
 	got := map[string]int{}
 	for range n {
-		body, err := getBody(ctx, "http://"+ip+"/hostname")
+		body, err := GetBody(ctx, "http://"+ip+"/hostname")
 		if err != nil {
 			return got, err
 		}
@@ -121,9 +121,9 @@ func answers(ctx context.Context, ip string, n int) (map[string]int, error) {
 	return got, nil
 }
 
-// getBody sends GET url on a new connection (a load balancer picks its
-// backend per connection) and returns the body.
-func getBody(ctx context.Context, url string) (string, error) {
+// GetBody sends GET url on a new connection (a load balancer picks its
+// backend per connection) and returns the body, which must come with 200.
+func GetBody(ctx context.Context, url string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 )
 
@@ -78,28 +78,24 @@ func (r *realNodes) prepare(ctx context.Context, repoRoot, managerBin string) er
 // machines lists the running minicloud instances tagged as nodes, each
 // to run as a real node at its private IP.
 func (r *realNodes) machines(cloud *client.Client, cs kubernetes.Interface) func(context.Context) ([]machine, error) {
+	list := minicloudMachines(cloud)
 	return func(ctx context.Context) ([]machine, error) {
-		instances, err := cloud.ListInstances(ctx, client.ListOptions{Tags: map[string]string{NodeTagKey: NodeTagValue}})
+		ms, err := list(ctx)
 		if err != nil {
 			return nil, err
 		}
 		var out []machine
-		for _, in := range instances {
-			if in.State != api.InstanceRunning {
-				continue
-			}
-			ip, err := netip.ParseAddr(in.PrivateIP)
+		for _, m := range ms {
+			ip, err := netip.ParseAddr(m.Kubelet.IP)
 			if err != nil || !r.net.nodeNet.Contains(ip) {
-				log.FromContext(ctx).Info("instance is not on the real nodes' network; no node for it", "instance", in.ID, "ip", in.PrivateIP)
+				log.FromContext(ctx).Info("instance is not on the real nodes' network; no node for it", "instance", m.ID, "ip", m.Kubelet.IP)
 				continue
 			}
-			out = append(out, machine{
-				ID:      in.ID,
-				Kubelet: Kubelet{Name: in.Name, IP: in.PrivateIP},
-				What:    "instance " + in.ID + " (" + in.Zone + ", " + in.PrivateIP + "; kubelet, containerd and kube-proxy in network namespace " + r.net.nodeNetns(in.Name) + ")",
-				Gone:    "instance " + in.ID + " stopped or deleted: its processes and pods were killed",
-				run:     r.runNode(in.Name, ip, cs),
-			})
+			name := m.Kubelet.Name
+			m.What = strings.TrimSuffix(m.What, ")") + "; kubelet, containerd and kube-proxy in network namespace " + r.net.nodeNetns(name) + ")"
+			m.Gone += ": its processes and pods were killed"
+			m.run = r.runNode(name, ip, cs)
+			out = append(out, m)
 		}
 		return out, nil
 	}

@@ -6,6 +6,8 @@ package testsupport
 
 import (
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -43,4 +45,21 @@ func (l *LockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// DumpLogs logs the end (the last 4,000 bytes) of every file in dir, the
+// components' logs of a failed test.
+func DumpLogs(t testing.TB, dir string) {
+	t.Helper()
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		if len(data) > 4000 {
+			data = data[len(data)-4000:]
+		}
+		t.Logf("--- %s (end) ---\n%s", e.Name(), data)
+	}
 }

@@ -11,9 +11,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/stratus-ccm/stratus/internal/devenv"
+	"github.com/stratus-ccm/stratus/internal/devenv/realnodestest"
 	"github.com/stratus-ccm/stratus/internal/testenv"
 	"github.com/stratus-ccm/stratus/internal/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud/api"
@@ -47,116 +46,18 @@ const block = 253
 
 // env is a running real-node environment.
 type env struct {
+	*realnodestest.Env
 	t        *testing.T
 	stateDir string
 	kube     kubernetes.Interface
 	cloud    *client.Client
-	out      *testsupport.LockedBuffer
 }
 
-// startEnv runs `stratus dev --real-nodes --nodes 2` in this process until
-// the test ends, and checks that it leaves nothing of its own behind.
+// startEnv runs `stratus dev --real-nodes --nodes 2` until the test ends.
 func startEnv(t *testing.T) *env {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("runs real kubelets, containerd and kube-proxy; skipped under -short")
-	}
-	if os.Geteuid() != 0 {
-		t.Fatal("real nodes need root (network namespaces, cgroups, mounts); only -short skips this test")
-	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	bins, err := testenv.BinDir()
-	if err != nil {
-		t.Fatal(err)
-	}
-	manager := filepath.Join(t.TempDir(), "stratus-ccm")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", manager, "./cmd/stratus-ccm")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build stratus-ccm: %v\n%s", err, msg)
-	}
-	e := &env{t: t, stateDir: t.TempDir(), out: &testsupport.LockedBuffer{}}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- devenv.Run(ctx, devenv.Options{
-			StateDir: e.stateDir, Nodes: 2, AddressBlock: block, RealNodes: true,
-			RepoRoot: root, KubeBinDir: bins, ManagerBinary: manager, Out: e.out,
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("stratus dev --real-nodes: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("stratus dev output:\n%s", e.out.String())
-			dumpLogs(t, filepath.Join(e.stateDir, "logs"))
-		}
-		checkNothingLeft(t)
-	})
-	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 10*time.Minute, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-done:
-			done <- err
-			return false, fmt.Errorf("stratus dev --real-nodes ended before ready: %v", err)
-		default:
-		}
-		return strings.Contains(e.out.String(), devenv.ReadyLine), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := devenv.Connect(e.stateDir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.kube, e.cloud = conn.Kube, conn.Cloud
-	return e
-}
-
-// checkNothingLeft fails when the environment left a namespace, link or
-// cgroup of its own.
-func checkNothingLeft(t *testing.T) {
-	out, err := exec.Command("ip", "netns", "list").Output()
-	if err != nil {
-		t.Errorf("ip netns list: %v", err)
-	}
-	prefix := fmt.Sprintf("stratus-%d-", block)
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(line, prefix) {
-			t.Errorf("network namespace left behind: %s", line)
-		}
-	}
-	if err := exec.Command("ip", "link", "show", fmt.Sprintf("sr%d", block)).Run(); err == nil {
-		t.Errorf("host link sr%d left behind", block)
-	}
-	for _, h := range []string{"pids", "memory", "cpu", "cpuset", "unified"} {
-		matches, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", h, prefix+"*"))
-		for _, m := range matches {
-			t.Errorf("cgroup left behind: %s", m)
-		}
-	}
-}
-
-// dumpLogs logs the tail of every component's log.
-func dumpLogs(t *testing.T, dir string) {
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		data, err := os.ReadFile(filepath.Join(dir, e.Name()))
-		if err != nil {
-			continue
-		}
-		lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
-		if len(lines) > 40 {
-			lines = lines[len(lines)-40:]
-		}
-		t.Logf("== %s (last %d lines)\n%s", e.Name(), len(lines), strings.Join(lines, "\n"))
-	}
+	r := realnodestest.Start(t, realnodestest.Options{Block: block})
+	return &env{Env: r, t: t, stateDir: r.StateDir, kube: r.Kube, cloud: r.Cloud}
 }
 
 // poll waits for cond (a deadline long enough for a loaded 2-core machine;
@@ -722,28 +623,7 @@ func (e *env) podsOf(ctx context.Context, app string) map[string]bool {
 	return out
 }
 
-// httpGet returns the body of a GET with a short timeout.
+// httpGet returns the body of a GET on a new connection.
 func httpGet(ctx context.Context, url string) (string, error) {
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	// A new connection per request: a load balancer picks its backend per
-	// connection.
-	req.Close = true
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("%s: %s: %s", url, resp.Status, body)
-	}
-	return strings.TrimSpace(string(body)), nil
+	return devenv.GetBody(ctx, url)
 }
