@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
@@ -234,11 +235,13 @@ func openStackScenario(r *run) {
 	t := r.t
 	const internalNodePort = 30081
 	insts := map[string]*api.Instance{}
+	podCIDRs := map[string]string{}
 	for i, name := range []string{"os-1", "os-2"} {
 		insts[name] = r.instance(name, false)
 		minicloudtest.StartBackend(t, name, insts[name].PrivateIP, minicloudtest.BackendOptions{TCP: true, Port: nodePort})
 		minicloudtest.StartBackend(t, name, insts[name].PrivateIP, minicloudtest.BackendOptions{TCP: true, Port: internalNodePort})
-		r.join(insts[name], nodeOptions{podCIDR: "10.244." + strconv.Itoa(i+1) + ".0/24"})
+		r.join(insts[name], nodeOptions{})
+		podCIDRs[name] = "10.244." + strconv.Itoa(i+1) + ".0/24"
 	}
 
 	// Node initialization: provider ID, addresses from the instance's port,
@@ -261,7 +264,14 @@ func openStackScenario(r *run) {
 		}
 	}
 
-	// Routes: one per node's pod CIDR, to the node's instance.
+	// Routes: one per node's pod CIDR, to the node's instance. The pod
+	// CIDRs are allocated once the Nodes are initialized: a route to a Node
+	// without an InternalIP fails on both sides (a Warning
+	// FailedToCreateRoute), so with pod CIDRs from the start whether a
+	// side records one would depend on which of its controllers runs first.
+	for name, cidr := range podCIDRs {
+		r.setPodCIDR(name, cidr)
+	}
 	r.waitCloud("a route per node", func(_ []api.LoadBalancer, routes []api.Route) bool {
 		if len(routes) != 2 {
 			return false
@@ -372,4 +382,14 @@ func mustParseAddr(t *testing.T, s string) netip.Addr {
 		t.Fatalf("ingress %q: %v", s, err)
 	}
 	return a
+}
+
+// setPodCIDR allocates cidr to the Node name as the node IPAM controller
+// does: spec.podCIDR and spec.podCIDRs, set once.
+func (r *run) setPodCIDR(name, cidr string) {
+	r.t.Helper()
+	patch := fmt.Sprintf(`{"spec":{"podCIDR":%q,"podCIDRs":[%q]}}`, cidr, cidr)
+	if _, err := r.kube.CoreV1().Nodes().Patch(r.ctx, name, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+		r.t.Fatalf("allocate pod CIDR %s to node %s: %v", cidr, name, err)
+	}
 }
