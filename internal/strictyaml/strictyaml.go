@@ -177,9 +177,6 @@ var (
 	textUnmarshalerType = reflect.TypeFor[encoding.TextUnmarshaler]()
 )
 
-// isPlainString reports whether t is a string type encoding/json decodes itself.
-func isPlainString(t reflect.Type) bool { return t.Kind() == reflect.String && !isCustom(t) }
-
 // isScalarNonString reports whether raw is a JSON number or boolean.
 func isScalarNonString(raw json.RawMessage) bool {
 	return raw[0] == 't' || raw[0] == 'f' || isNumber(raw)

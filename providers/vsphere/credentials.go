@@ -160,9 +160,9 @@ func (w *secretWatch) data() (map[string][]byte, error) {
 	defer w.mu.Unlock()
 	switch {
 	case !w.synced:
-		return nil, fmt.Errorf("Secret %s/%s not read yet", w.namespace, w.name)
+		return nil, fmt.Errorf("secret %s/%s not read yet", w.namespace, w.name)
 	case !w.present:
-		return nil, fmt.Errorf("Secret %s/%s does not exist", w.namespace, w.name)
+		return nil, fmt.Errorf("secret %s/%s does not exist", w.namespace, w.name)
 	}
 	return w.secret, nil
 }

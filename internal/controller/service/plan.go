@@ -35,9 +35,9 @@ import (
 type phase int
 
 const (
-	// phaseNew: no Ensure of this incarnation succeeded yet (or none was
-	// adopted); node changes and drift checks do not concern it.
-	phaseNew phase = iota
+	// The zero phase: no Ensure of this incarnation succeeded yet (or none
+	// was adopted); node changes and drift checks do not concern it.
+	_ phase = iota
 	// phaseEnsured: an Ensure succeeded (or the load balancer was adopted):
 	// node changes update its backends and the drift check watches it.
 	phaseEnsured
