@@ -33,10 +33,14 @@ import (
 // from those derived from a state dir (up to 247).
 const block = 246
 
-// smoke are the upstream tests run here: the basic TCP load balancer (its
-// type and ports changed) and externalTrafficPolicy: Local.
+// smoke are the upstream tests run here: a TCP load balancer with
+// externalTrafficPolicy: Cluster (its traffic, with session affinity), and
+// one with externalTrafficPolicy: Local (its health check node port, the
+// client's address). The suite's basic TCP test ("should be able to change
+// the type and ports of a TCP service") reaches the Service by its name,
+// and the real nodes have no cluster DNS (docs/e2e.md).
 var smoke = []string{
-	"[sig-network] LoadBalancers [Feature:LoadBalancer] should be able to change the type and ports of a TCP service [Slow]",
+	"[sig-network] LoadBalancers [Feature:LoadBalancer] should have session affinity work for LoadBalancer service with Cluster traffic policy [LinuxOnly] [Slow]",
 	"[sig-network] LoadBalancers ExternalTrafficPolicy: Local [Feature:LoadBalancer] should work for type=LoadBalancer [Slow]",
 }
 
