@@ -3,7 +3,10 @@
 // are snake_case on the wire; docs/minicloud.md is the reference.
 package api
 
-import "time"
+import (
+	"slices"
+	"time"
+)
 
 // Region is the single region minicloud serves and its zones.
 type Region struct {
@@ -278,4 +281,54 @@ type Faults struct {
 	// (a cloud whose provisioning never completes) while set; once
 	// cleared they become active. Operations does not apply to it.
 	HoldProvisioning bool `json:"hold_provisioning,omitempty"`
+}
+
+// ServedTargets are the targets some listener of lb sends traffic to, in
+// lb.Targets' order: a listener's own Targets, or all of lb's for a
+// listener without them. A load balancer without listeners serves none.
+func (lb *LoadBalancer) ServedTargets() []Target {
+	served := map[Target]bool{}
+	for _, l := range lb.Listeners {
+		if len(l.Targets) == 0 {
+			return lb.Targets
+		}
+		for _, t := range l.Targets {
+			served[t] = true
+		}
+	}
+	var out []Target
+	for _, t := range lb.Targets {
+		if served[t] {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
+// SourcesOf are the source ranges listener l of lb admits, sorted: its own
+// SourceRanges, or lb's when it has none; none means any source.
+func (lb *LoadBalancer) SourcesOf(l Listener) []string {
+	r := lb.SourceRanges
+	if len(l.SourceRanges) > 0 {
+		r = l.SourceRanges
+	}
+	out := append([]string{}, r...)
+	slices.Sort(out)
+	return out
+}
+
+// AdmittedSources are the source ranges every listener of lb admits
+// (SourcesOf), lb's own without listeners. ok is false when two listeners
+// admit different sources: then no one set describes the load balancer.
+func (lb *LoadBalancer) AdmittedSources() (ranges []string, ok bool) {
+	if len(lb.Listeners) == 0 {
+		return lb.SourcesOf(Listener{}), true
+	}
+	ranges = lb.SourcesOf(lb.Listeners[0])
+	for _, l := range lb.Listeners[1:] {
+		if !slices.Equal(lb.SourcesOf(l), ranges) {
+			return nil, false
+		}
+	}
+	return ranges, true
 }

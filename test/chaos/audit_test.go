@@ -322,7 +322,7 @@ func lbMismatch(svc *corev1.Service, slb *serviceLB, backends []string, healthCh
 		return fmt.Sprintf("listeners %v, want %v", have, want)
 	}
 	var targets []string
-	for _, tg := range lb.Targets {
+	for _, tg := range lb.ServedTargets() {
 		targets = append(targets, tg.InstanceID+tg.IP)
 	}
 	sort.Strings(targets)
@@ -330,9 +330,15 @@ func lbMismatch(svc *corev1.Service, slb *serviceLB, backends []string, healthCh
 		return fmt.Sprintf("%d targets, want %d (%s)", len(targets), len(backends), diff(targets, backends))
 	}
 	wantRanges := slices.Clone(svc.Spec.LoadBalancerSourceRanges)
-	haveRanges := slices.Clone(lb.SourceRanges)
 	sort.Strings(wantRanges)
-	sort.Strings(haveRanges)
+	haveRanges, ok := lb.AdmittedSources()
+	if !ok {
+		var each []string
+		for _, l := range lb.Listeners {
+			each = append(each, fmt.Sprintf("%s:%d %v", l.Protocol, l.Port, lb.SourcesOf(l)))
+		}
+		return fmt.Sprintf("listeners admit different source ranges (%s), want %v", strings.Join(each, ", "), wantRanges)
+	}
 	if !slices.Equal(wantRanges, haveRanges) {
 		return fmt.Sprintf("source ranges %v, want %v", haveRanges, wantRanges)
 	}

@@ -23,7 +23,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -304,13 +303,17 @@ func (d *Driver) DescribeLoadBalancer(ctx context.Context, name string) (*confor
 		return nil, nil
 	}
 	lb := lbs[0]
-	ranges, err := sourceRanges(lb)
-	if err != nil {
-		return nil, fmt.Errorf("load balancer %s: %w", name, err)
+	ranges, ok := lb.AdmittedSources()
+	if !ok {
+		var each []string
+		for _, l := range lb.Listeners {
+			each = append(each, fmt.Sprintf("%s/%d %v", l.Protocol, l.Port, lb.SourcesOf(l)))
+		}
+		return nil, fmt.Errorf("load balancer %s: its listeners admit different sources: %s", name, strings.Join(each, ", "))
 	}
 	out := &conformance.LoadBalancer{Backends: []string{}, Ports: []conformance.Port{}, SourceRanges: ranges}
 	d.mu.Lock()
-	for _, t := range servedTargets(lb) {
+	for _, t := range lb.ServedTargets() {
 		if n, ok := d.names[t.InstanceID]; ok {
 			out.Backends = append(out.Backends, n)
 		} else {
@@ -325,51 +328,6 @@ func (d *Driver) DescribeLoadBalancer(ctx context.Context, name string) (*confor
 		out.HealthCheck = &conformance.HealthCheck{Protocol: hc.Protocol, Port: int32(hc.Port), Path: hc.Path}
 	}
 	return out, nil
-}
-
-// servedTargets are the targets of lb that some listener sends traffic to,
-// in the load balancer's order: a listener's own targets, or all of the
-// load balancer's when it has none; none without listeners.
-func servedTargets(lb api.LoadBalancer) []api.Target {
-	served := map[api.Target]bool{}
-	for _, l := range lb.Listeners {
-		if len(l.Targets) == 0 {
-			return lb.Targets
-		}
-		for _, t := range l.Targets {
-			served[t] = true
-		}
-	}
-	var out []api.Target
-	for _, t := range lb.Targets {
-		if served[t] {
-			out = append(out, t)
-		}
-	}
-	return out
-}
-
-// sourceRanges are the sources every listener of lb admits (a listener's
-// own source ranges, or the load balancer's when it has none); an error
-// when two listeners admit different sources.
-func sourceRanges(lb api.LoadBalancer) ([]string, error) {
-	out := slices.Sorted(slices.Values(lb.SourceRanges))
-	for i, l := range lb.Listeners {
-		got := lb.SourceRanges
-		if len(l.SourceRanges) > 0 {
-			got = l.SourceRanges
-		}
-		got = slices.Sorted(slices.Values(got))
-		if i == 0 {
-			out = got
-			continue
-		}
-		if !slices.Equal(got, out) {
-			first := lb.Listeners[0]
-			return nil, fmt.Errorf("listener %s/%d admits sources %v, listener %s/%d %v", first.Protocol, first.Port, out, l.Protocol, l.Port, got)
-		}
-	}
-	return append([]string{}, out...), nil
 }
 
 // Unsupported lists what docs/providers.md says the minicloud provider
