@@ -39,10 +39,11 @@ import (
 	"github.com/stratus-ccm/stratus/pkg/annotations"
 )
 
-// block is the environment's address block (127.253.0.0/16 for VIPs,
-// 172.31.253.0/24 for nodes, 10.253.0.0/16 for pods), apart from the other
-// tests' blocks.
-const block = 253
+// block is the environment's address block (127.190.0.0/16 for VIPs,
+// 172.31.190.0/24 for nodes, 10.190.0.0/16 for pods), below the blocks
+// stratus dev derives (200 to 247) and apart from the other tests' (248 to
+// 254 for the dev environment's and the chaos runs' loopback pools).
+const block = 190
 
 // env is a running real-node environment.
 type env struct {
