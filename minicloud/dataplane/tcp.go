@@ -150,8 +150,7 @@ func newIdleTimer(timeout time.Duration, conns ...net.Conn) *idleTimer {
 		return it
 	}
 	it.last.Store(time.Now().UnixNano())
-	var check func()
-	check = func() {
+	check := func() {
 		left := time.Until(time.Unix(0, it.last.Load()).Add(timeout))
 		if left > 0 {
 			it.timer.Reset(left)

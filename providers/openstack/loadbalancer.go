@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -734,13 +735,17 @@ func (l *loadBalancers) deleteLB(ctx context.Context, lbc *gophercloud.ServiceCl
 		if err != nil {
 			return err
 		}
-		for id := range t.pools {
+		// One child per pass: each deletion leaves the load balancer
+		// PENDING_UPDATE until Octavia is done with it.
+		if ids := slices.Sorted(maps.Keys(t.pools)); len(ids) > 0 {
+			id := ids[0]
 			if err := pools.Delete(ctx, lbc, id).ExtractErr(); err != nil && !isNotFound(err) {
 				return write(fmt.Sprintf("delete pool %s of load balancer %s", id, lb.Name), lb.Name, err)
 			}
 			return changed(lb, "deleting pool "+id+" before the load balancer")
 		}
-		for _, x := range t.listeners {
+		if len(t.listeners) > 0 {
+			x := t.listeners[0]
 			if err := listeners.Delete(ctx, lbc, x.ID).ExtractErr(); err != nil && !isNotFound(err) {
 				return write(fmt.Sprintf("delete listener %s of load balancer %s", x.ID, lb.Name), lb.Name, err)
 			}

@@ -212,7 +212,7 @@ func (d *Driver) DescribeLoadBalancer(ctx context.Context, name string) (*confor
 	}
 	lb, err := d.Driver.DescribeLoadBalancer(ctx, "octavia-"+lbs[0].ID)
 	if err != nil {
-		return nil, fmt.Errorf("Octavia load balancer %s (%s): %w", name, lbs[0].ID, err)
+		return nil, fmt.Errorf("describe Octavia load balancer %s (%s): %w", name, lbs[0].ID, err)
 	}
 	// nil when only the Octavia record is left (PENDING_DELETE): the cloud
 	// serves nothing for it.
