@@ -121,18 +121,24 @@ func TestRealNodes(t *testing.T) {
 		}
 		return true, nil
 	})
-	managers, err := e.kube.CoreV1().Pods(devenv.ChartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=stratus"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(managers.Items) != 2 {
-		t.Fatalf("%d stratus-ccm pods from the chart, want 2", len(managers.Items))
-	}
-	for _, p := range managers.Items {
-		if p.Spec.NodeName == "" || p.Spec.Containers[0].Image != devenv.ManagerImageRepository+":"+devenv.ManagerImageTag {
-			t.Errorf("stratus pod %s: node %q image %q", p.Name, p.Spec.NodeName, p.Spec.Containers[0].Image)
+	// Both replicas run, one per node (the chart's anti-affinity): the
+	// second is scheduled once the scheduler sees the nodes ready.
+	e.poll("the chart's two stratus-ccm pods running on two nodes", 3*time.Minute, func(ctx context.Context) (bool, error) {
+		managers, err := e.kube.CoreV1().Pods(devenv.ChartNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=stratus"})
+		if err != nil {
+			return false, err
 		}
-	}
+		nodes := map[string]bool{}
+		for _, p := range managers.Items {
+			if img := p.Spec.Containers[0].Image; img != devenv.ManagerImageRepository+":"+devenv.ManagerImageTag {
+				return false, fmt.Errorf("stratus pod %s runs image %q", p.Name, img)
+			}
+			if p.Status.Phase == corev1.PodRunning {
+				nodes[p.Spec.NodeName] = true
+			}
+		}
+		return len(managers.Items) == 2 && len(nodes) == 2, fmt.Errorf("%d pods, running on %v", len(managers.Items), nodes)
+	})
 
 	// agnhost netexec on both nodes behind a LoadBalancer Service.
 	e.createDeployment(ctx, "web", 2)
