@@ -134,7 +134,9 @@ func validation(raw any, lb any) (stratus.LoadBalancerValidator, *stratus.LoadBa
 func (e *env) dryRun(ctx context.Context, svc *v1.Service) error {
 	err := e.validator.ValidateLoadBalancer(ctx, e.cfg.ClusterName, svc)
 	if errors.Is(err, cloudprovider.NotImplemented) {
-		return skip("the provider has no load balancer dry run: %v", err)
+		// The error names where the plugin listens (a temporary path),
+		// which the report would repeat on every run.
+		return skip("the provider has no load balancer dry run (NotImplemented)")
 	}
 	return err
 }
