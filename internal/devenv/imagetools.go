@@ -14,11 +14,13 @@ import (
 // "curl ...", wget, "echo hostName | nc -v -t -w 2 ..."): the upstream
 // agnhost image is Alpine with those tools. The real nodes' agnhost image
 // gets them from Debian packages of this machine instead: dash as sh,
-// busybox-static for wget and the other applets, curl and netcat-openbsd
-// (whose nc has the -v, -t and -u the tests pass, which busybox's lacks)
-// with the shared libraries they load, each at its path on this machine.
+// curl, wget and netcat-openbsd (whose nc has the -v, -t and -u the tests
+// pass, which busybox's lacks) with the shared libraries they load, each
+// at its path on this machine, and busybox-static for the other applets.
 // (Debian's busybox-static is no sh here: its shell runs its own applets
-// before PATH, so nc would be busybox's.)
+// before PATH, so nc would be busybox's; and its wget, statically linked
+// with glibc, crashes on a name lookup in an image without glibc's NSS
+// modules.)
 
 // imageTool is a program an image needs, and the Debian package that
 // installs it on this machine.
@@ -36,6 +38,7 @@ var (
 	}{
 		{imageTool{"/bin/dash", "dash"}, "/bin/sh"},
 		{imageTool{"/usr/bin/curl", "curl"}, "/usr/bin/curl"},
+		{imageTool{"/usr/bin/wget", "wget"}, "/usr/bin/wget"},
 		{imageTool{"/bin/nc.openbsd", "netcat-openbsd"}, "/usr/bin/nc"},
 	}
 )
@@ -74,6 +77,10 @@ func agnhostImageTools() ([]imageFile, []imageLink, []string, error) {
 	applets, err := busyboxApplets(busyboxTool.path)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	// An applet a tool replaces is left out, so that no PATH order decides.
+	for _, t := range agnhostTools {
+		seen["/bin/"+filepath.Base(t.as)] = true
 	}
 	var links []imageLink
 	for _, a := range applets {

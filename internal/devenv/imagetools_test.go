@@ -41,6 +41,9 @@ func TestAgnhostImageTools(t *testing.T) {
 		// nc applet here.
 		"mkdir -p /proc && mount -t proc proc /proc && nc -h 2>&1 | grep -q -- -u",
 		"wget --help 2>&1 | grep -q -i usage",
+		// The source-ranges test's command; 4 is wget's network failure.
+		`wget -T 5 -qO- "127.0.0.1:1"; test $? -eq 4`,
+		"test \"$(command -v nc)\" = /usr/bin/nc && test \"$(command -v wget)\" = /usr/bin/wget",
 		"test -x /agnhost",
 	} {
 		c := exec.Command("/bin/sh", "-c", cmd)
