@@ -88,7 +88,7 @@ bench-openstack: kubebins kubebins-openstack build ## Benchmark stratus-ccm's op
 # at the pinned version) against stratus-ccm and against the upstream CCM, each
 # on real nodes of its own (root); hack/e2e/run.sh says what it selects and why.
 .PHONY: e2e
-e2e: kubebins-e2e ## Run the upstream e2e load-balancer tests against stratus and the upstream CCM on real nodes (root; about 1 h 30 min): JUnit and logs in .cache/e2e, the table in .cache/e2e/summary.md (ARGS="stratus" for one manager).
+e2e: kubebins-e2e ## Run the upstream e2e load-balancer tests against stratus and the upstream CCM on real nodes (root; about an hour per manager): JUnit and logs in .cache/e2e, the table in .cache/e2e/summary.md (ARGS="stratus" for one manager).
 	hack/e2e/run.sh $(ARGS)
 
 .PHONY: bench-quick
