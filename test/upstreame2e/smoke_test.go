@@ -22,14 +22,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
-	"github.com/stratus-ccm/stratus/internal/devenv"
+	"github.com/stratus-ccm/stratus/internal/devenv/realnodestest"
 	"github.com/stratus-ccm/stratus/internal/e2ejunit"
 	"github.com/stratus-ccm/stratus/internal/testenv"
-	"github.com/stratus-ccm/stratus/internal/testsupport"
 )
 
 // block is the environment's address block, apart from the other tests'
-// (test/realnodes 253, internal/devenv's 248 to 254, test/chaos 251) and
+// (test/realnodes 190, internal/devenv's 248 to 252, test/chaos 251 to 254) and
 // from those derived from a state dir (up to 247).
 const block = 246
 
@@ -50,9 +49,6 @@ func TestUpstreamLoadBalancerSmoke(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs real nodes and the upstream e2e suite; skipped under -short")
 	}
-	if os.Geteuid() != 0 {
-		t.Fatal("real nodes need root (network namespaces, cgroups, mounts); only -short skips this test")
-	}
 	bins, err := testenv.BinDir()
 	if err != nil {
 		t.Fatal(err)
@@ -61,60 +57,9 @@ func TestUpstreamLoadBalancerSmoke(t *testing.T) {
 	if _, err := os.Stat(e2eTest); err != nil {
 		t.Fatalf("the upstream e2e suite is not built (%v): run `hack/kubebins/build.sh e2e.test` (make kubebins builds it)", err)
 	}
-	root, err := testenv.RepoRoot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	manager := filepath.Join(t.TempDir(), "stratus-ccm")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", manager, "./cmd/stratus-ccm")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if msg, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build stratus-ccm: %v\n%s", err, msg)
-	}
-
-	stateDir, out := t.TempDir(), &testsupport.LockedBuffer{}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() {
-		done <- devenv.Run(ctx, devenv.Options{
-			StateDir: stateDir, Nodes: 2, AddressBlock: block, RealNodes: true,
-			RepoRoot: root, KubeBinDir: bins, ManagerBinary: manager, Out: out,
-		})
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("stratus dev --real-nodes: %v", err)
-		}
-		if t.Failed() {
-			t.Logf("stratus dev output:\n%s", out.String())
-		}
-		leftovers, _ := exec.Command("ip", "netns", "list").Output()
-		for _, line := range strings.Split(string(leftovers), "\n") {
-			if strings.HasPrefix(line, fmt.Sprintf("stratus-%d-", block)) {
-				t.Errorf("network namespace left behind: %s", line)
-			}
-		}
-	})
-	// Deadlines long enough for a loaded 2-core machine: they bound a hang,
-	// not a speed.
-	err = wait.PollUntilContextTimeout(t.Context(), time.Second, 10*time.Minute, true, func(context.Context) (bool, error) {
-		select {
-		case err := <-done:
-			done <- err
-			return false, fmt.Errorf("stratus dev --real-nodes ended before ready: %v", err)
-		default:
-		}
-		return strings.Contains(out.String(), devenv.ReadyLine), nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := devenv.Connect(stateDir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// Fails without root; checks that nothing of the environment is left.
+	env := realnodestest.Start(t, realnodestest.Options{Block: block})
+	stateDir, conn := env.StateDir, env
 	var last string
 	err = wait.PollUntilContextTimeout(t.Context(), 2*time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
 		nodes, err := conn.Kube.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
