@@ -14,7 +14,7 @@ func TestPrepareConfigIsValid(t *testing.T) {
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
 		if testing.Short() {
-			t.Skip("promtool not installed")
+			t.Skip("promtool not installed; skipped only under -short")
 		}
 		t.Fatalf("promtool not found (%v): install the Debian package prometheus (hack/ci-packages.txt lists it)", err)
 	}
