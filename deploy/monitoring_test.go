@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/stratus-ccm/stratus/deploy/mixin"
+	"github.com/stratus-ccm/stratus/internal/dev/testenv"
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
-	"github.com/stratus-ccm/stratus/internal/testenv"
 )
 
 // The prometheus-operator objects the chart renders, as far as the tests

@@ -18,11 +18,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
+	"github.com/stratus-ccm/stratus/internal/dev/testenv"
+	"github.com/stratus-ccm/stratus/internal/dev/testsupport"
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
-	"github.com/stratus-ccm/stratus/internal/testenv"
-	"github.com/stratus-ccm/stratus/internal/testsupport"
-	"github.com/stratus-ccm/stratus/internal/vcsim"
 	_ "github.com/stratus-ccm/stratus/providers/vsphere" // registers "vsphere" for the manager child process
+	"github.com/stratus-ccm/stratus/vcsim"
 )
 
 // TestChartRBACVSphere runs the manager with the vsphere provider under the

@@ -6,12 +6,12 @@ package main
 import (
 	"os"
 
-	"github.com/stratus-ccm/stratus/internal/managercmd"
+	"github.com/stratus-ccm/stratus/pkg/app"
 )
 
 // version is stamped at build time: -ldflags "-X main.version=v0.1.0".
 var version = "dev"
 
 func main() {
-	os.Exit(managercmd.Main(version))
+	os.Exit(app.Main(version))
 }

@@ -4,7 +4,7 @@
 // provider against the contract, and `stratus bench` and `stratus
 // bench-plugin` measure stratus against upstream, and `stratus status` shows
 // what a running manager is doing. Each subcommand tree lives
-// in its own package under internal/cli and is added here.
+// in its own package under internal/dev/cli and is added here.
 package main
 
 import (
@@ -16,12 +16,12 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stratus-ccm/stratus/internal/cli/benchcmd"
-	"github.com/stratus-ccm/stratus/internal/cli/conformancecmd"
-	"github.com/stratus-ccm/stratus/internal/cli/devcmd"
-	"github.com/stratus-ccm/stratus/internal/cli/minicloudcmd"
-	"github.com/stratus-ccm/stratus/internal/cli/statuscmd"
-	"github.com/stratus-ccm/stratus/internal/cli/vcsimcmd"
+	"github.com/stratus-ccm/stratus/internal/dev/cli/benchcmd"
+	"github.com/stratus-ccm/stratus/internal/dev/cli/conformancecmd"
+	"github.com/stratus-ccm/stratus/internal/dev/cli/devcmd"
+	"github.com/stratus-ccm/stratus/internal/dev/cli/minicloudcmd"
+	"github.com/stratus-ccm/stratus/internal/dev/cli/statuscmd"
+	"github.com/stratus-ccm/stratus/internal/dev/cli/vcsimcmd"
 )
 
 func main() {

@@ -11,8 +11,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/stratus-ccm/stratus/internal/cloud/instanceindex"
 	"github.com/stratus-ccm/stratus/pkg/stratus"
+	"github.com/stratus-ccm/stratus/pkg/stratus/instanceindex"
 )
 
 // creationSlack allows for the second granularity of creation timestamps and for

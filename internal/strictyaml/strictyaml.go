@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/stratus-ccm/stratus/internal/echo"
+	"github.com/stratus-ccm/stratus/pkg/echo"
 )
 
 // Unmarshal decodes the YAML document data into v, a non-nil pointer, as

@@ -13,8 +13,8 @@ import (
 	servicehelpers "k8s.io/cloud-provider/service/helpers"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
-	"github.com/stratus-ccm/stratus/internal/echo"
 	"github.com/stratus-ccm/stratus/pkg/annotations"
+	"github.com/stratus-ccm/stratus/pkg/echo"
 	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 

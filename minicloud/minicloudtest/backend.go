@@ -2,13 +2,11 @@ package minicloudtest
 
 import (
 	"bufio"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/stratus-ccm/stratus/minicloud/dataplane"
 )
 
 // Backend is a real server on an instance IP, the target of load
@@ -179,7 +179,7 @@ func (b *Backend) RestartTCP() {
 				var in io.Reader = c
 				if b.proxy {
 					r := bufio.NewReader(c)
-					src, err := ReadProxyHeader(r)
+					src, err := dataplane.ReadProxyHeader(r)
 					if err != nil {
 						b.t.Logf("backend %s: %v", b.Name, err)
 						return
@@ -202,43 +202,6 @@ func (b *Backend) ProxyClients() []string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return slices.Clone(b.clients)
-}
-
-// ReadProxyHeader reads a PROXY protocol v2 header of a TCP connection
-// (command PROXY, family TCP over IPv4 or IPv6) from r and returns the
-// source address and port it carries. Anything else is an error: a
-// connection that does not start with the header, another version, a
-// LOCAL command, a truncated header.
-func ReadProxyHeader(r io.Reader) (string, error) {
-	var fixed [16]byte
-	if _, err := io.ReadFull(r, fixed[:]); err != nil {
-		return "", fmt.Errorf("PROXY header: %w", err)
-	}
-	if string(fixed[:12]) != "\r\n\r\n\x00\r\nQUIT\n" {
-		return "", fmt.Errorf("PROXY header: no v2 signature in %q", fixed[:12])
-	}
-	if fixed[12] != 0x21 {
-		return "", fmt.Errorf("PROXY header: version/command byte %#x, want 0x21 (v2, PROXY)", fixed[12])
-	}
-	body := make([]byte, binary.BigEndian.Uint16(fixed[14:16]))
-	if _, err := io.ReadFull(r, body); err != nil {
-		return "", fmt.Errorf("PROXY header: addresses: %w", err)
-	}
-	var n int
-	switch fixed[13] {
-	case 0x11: // TCP over IPv4
-		n = 4
-	case 0x21: // TCP over IPv6
-		n = 16
-	default:
-		return "", fmt.Errorf("PROXY header: family/protocol byte %#x, want TCP over IPv4 or IPv6", fixed[13])
-	}
-	if len(body) < 2*n+4 {
-		return "", fmt.Errorf("PROXY header: %d bytes of addresses, want at least %d", len(body), 2*n+4)
-	}
-	src, _ := netip.AddrFromSlice(body[:n])
-	port := binary.BigEndian.Uint16(body[2*n : 2*n+2])
-	return netip.AddrPortFrom(src.Unmap(), port).String(), nil
 }
 
 // StopTCP closes the TCP listener, so connections to the backend are

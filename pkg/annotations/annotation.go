@@ -12,7 +12,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/stratus-ccm/stratus/internal/echo"
+	"github.com/stratus-ccm/stratus/pkg/echo"
 )
 
 // Prefix starts the name of every stratus Service annotation.

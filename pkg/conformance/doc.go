@@ -18,6 +18,7 @@
 //		CloudConfig: cfg,
 //		Driver:      myDriver,
 //		KubeConfig:  restConfig,
+//		Manager:     app.Manager{}, // pkg/app: stratus-ccm, for the end-to-end scenarios
 //	})
 //
 // `stratus conformance` runs the same kit from the command line for the

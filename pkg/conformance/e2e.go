@@ -9,7 +9,6 @@ import (
 	"strconv"
 
 	"github.com/go-logr/logr"
-	"github.com/spf13/pflag"
 	v1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,10 +17,6 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/log"
-
-	"github.com/stratus-ccm/stratus/internal/manager"
 )
 
 // e2eClusterCIDR holds every pod CIDR podCIDR hands out.
@@ -31,16 +26,16 @@ const e2eClusterCIDR = "10.128.0.0/10"
 // process) against the control plane with the provider under test.
 func e2eScenarios() []Scenario {
 	return []Scenario{
-		{Name: "e2e/node-initialized", Needs: []Need{NeedInstances}, Doc: "A Node registered as a kubelet would gets the provider ID, addresses and topology labels, and loses the uninitialized taint.",
+		{Name: "e2e/node-initialized", Needs: []Need{NeedManager, NeedInstances}, Doc: "A Node registered as a kubelet would gets the provider ID, addresses and topology labels, and loses the uninitialized taint.",
 			run: func(ctx context.Context, e *env) error {
 				_, _, err := e.joined(ctx)
 				return err
 			}},
-		{Name: "e2e/load-balancer-ingress", Needs: []Need{NeedInstances, NeedLoadBalancer}, Doc: "A LoadBalancer Service gets an ingress, and the load balancer's backends are the cluster's Nodes.",
+		{Name: "e2e/load-balancer-ingress", Needs: []Need{NeedManager, NeedInstances, NeedLoadBalancer}, Doc: "A LoadBalancer Service gets an ingress, and the load balancer's backends are the cluster's Nodes.",
 			run: func(ctx context.Context, e *env) error { return e.e2eLoadBalancer(ctx, false) }},
-		{Name: "e2e/load-balancer-traffic", Needs: []Need{NeedInstances, NeedLoadBalancer, NeedTraffic}, Doc: "Traffic through a LoadBalancer Service's ingress reaches every Node.",
+		{Name: "e2e/load-balancer-traffic", Needs: []Need{NeedManager, NeedInstances, NeedLoadBalancer, NeedTraffic}, Doc: "Traffic through a LoadBalancer Service's ingress reaches every Node.",
 			run: func(ctx context.Context, e *env) error { return e.e2eLoadBalancer(ctx, true) }},
-		{Name: "e2e/route-programmed", Needs: []Need{NeedInstances, NeedRoutes}, Doc: "A Node with a pod CIDR gets a route to its machine and the condition NetworkUnavailable=False.",
+		{Name: "e2e/route-programmed", Needs: []Need{NeedManager, NeedInstances, NeedRoutes}, Doc: "A Node with a pod CIDR gets a route to its machine and the condition NetworkUnavailable=False.",
 			run: func(ctx context.Context, e *env) error {
 				cidr := e.podCIDR()
 				n, _, err := e.joinedWith(ctx, func(n *v1.Node) { n.Spec.PodCIDR, n.Spec.PodCIDRs = cidr, []string{cidr} })
@@ -225,7 +220,20 @@ func (e *env) namespace(ctx context.Context) (string, error) {
 // namespaceName is the name of the run's namespace.
 func (e *env) namespaceName() string { return "conformance-" + e.runID }
 
-// e2eManager is stratus-ccm running in this process.
+// Manager is the cloud controller manager the kit checks a provider in
+// (Config.Manager). pkg/app.Manager is stratus-ccm's.
+type Manager interface {
+	// Run runs the manager with these command-line arguments (the flags
+	// of stratus-ccm, which are upstream's) until ctx is done, logging
+	// to the logr.Logger of ctx.
+	Run(ctx context.Context, args []string) error
+	// InstancesV2 returns the InstancesV2 the manager reads a provider
+	// registered as name through when the provider implements Instances
+	// and Zones but not InstancesV2.
+	InstancesV2(name string, raw cloudprovider.Interface) cloudprovider.InstancesV2
+}
+
+// e2eManager is the Manager running in this process.
 type e2eManager struct {
 	dir    string
 	cancel context.CancelFunc
@@ -278,21 +286,13 @@ func (e *env) startManager() error {
 		"--configure-cloud-routes=" + strconv.FormatBool(e.routes != nil),
 		"--cluster-cidr=" + e2eClusterCIDR,
 	}
-	o := manager.NewOptions()
-	fs := pflag.NewFlagSet("stratus-ccm", pflag.ContinueOnError)
-	o.AddFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		m.stop()
-		return fmt.Errorf("stratus-ccm %v: %w", args, err)
-	}
 	logger := e.cfg.ManagerLog
 	if logger.GetSink() == nil {
 		logger = logr.Discard()
 	}
-	ctrl.SetLogger(logger)
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), logger))
 	m.cancel = cancel
-	go func() { m.done <- manager.Run(log.IntoContext(ctx, logger), o) }()
+	go func() { m.done <- e.cfg.Manager.Run(ctx, args) }()
 	e.e2e = m
 	return nil
 }

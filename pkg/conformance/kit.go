@@ -20,7 +20,6 @@ import (
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/controller-manager/pkg/clientbuilder"
 
-	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
@@ -60,8 +59,14 @@ type Config struct {
 	Skip *regexp.Regexp
 	// Timeout bounds each wait of a scenario (default DefaultTimeout).
 	Timeout time.Duration
+	// Manager is the cloud controller manager the end-to-end scenarios
+	// run, and through which a provider with Instances and Zones but no
+	// InstancesV2 is read (pkg/app.Manager is stratus-ccm's). Without
+	// one the end-to-end scenarios are skipped, and so are the instance
+	// scenarios of such a provider.
+	Manager Manager
 	// ManagerLog receives the logs of the end-to-end scenarios'
-	// stratus-ccm (default: discarded).
+	// manager (default: discarded).
 	ManagerLog logr.Logger
 	// Progress, when set, is called after each scenario.
 	Progress func(Result)
@@ -246,11 +251,11 @@ func newKit(cfg *Config, raw cloudprovider.Interface, kube kubernetes.Interface)
 		k.inst = v2
 		k.lister, _ = v2.(stratus.InstanceLister)
 	} else if _, ok := raw.Instances(); ok {
-		if _, ok := raw.Zones(); ok {
-			// internal/cloud assembles InstancesV2 answers from Instances
+		if _, ok := raw.Zones(); ok && cfg.Manager != nil {
+			// The manager assembles InstancesV2 answers from Instances
 			// and Zones with upstream's fallbacks; hiding the listing
 			// keeps its instance cache out of the answers under test.
-			k.inst = cloud.NewProvider(cfg.Provider, interfaceOnly{raw})
+			k.inst = cfg.Manager.InstancesV2(cfg.Provider, interfaceOnly{raw})
 		}
 	}
 	if l, ok := raw.(stratus.InstanceLister); ok {
@@ -327,12 +332,16 @@ const (
 	NeedFaults
 	NeedLoadBalancerValidator
 	NeedLoadBalancerCapabilities
+	NeedManager
 )
 
 func (k *kit) lacks(n Need) string {
 	switch n {
 	case NeedInstances:
 		if k.inst == nil {
+			if k.cfg.Manager == nil && k.hasInstancesV1() {
+				return "the provider has Instances + Zones but no InstancesV2, and no Manager (Config.Manager) reads them"
+			}
 			return "the provider supports neither InstancesV2 nor Instances + Zones"
 		}
 	case NeedInstanceLister:
@@ -375,12 +384,23 @@ func (k *kit) lacks(n Need) string {
 		if k.lb != nil && k.validator == nil {
 			return "the provider does not implement pkg/stratus.LoadBalancerValidator"
 		}
+	case NeedManager:
+		if k.cfg.Manager == nil {
+			return "no manager to run (conformance.Config.Manager)"
+		}
 	case NeedLoadBalancerCapabilities:
 		if k.lb != nil && k.lbCaps == nil {
 			return "the provider does not declare pkg/stratus.LoadBalancerCapabilities"
 		}
 	}
 	return ""
+}
+
+// hasInstancesV1 reports whether the provider has Instances and Zones.
+func (k *kit) hasInstancesV1() bool {
+	_, inst := k.raw.Instances()
+	_, zones := k.raw.Zones()
+	return inst && zones
 }
 
 // skipError ends a scenario as skipped.

@@ -30,7 +30,7 @@ import (
 	"k8s.io/cloud-provider/fake"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
-	"github.com/stratus-ccm/stratus/internal/testsupport"
+	"github.com/stratus-ccm/stratus/internal/dev/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
 	"github.com/stratus-ccm/stratus/pkg/plugin"

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stratus-ccm/stratus/internal/gitini"
+	"github.com/stratus-ccm/stratus/providers/internal/gitini"
 )
 
 // Config is the provider's configuration, read from upstream's cloud.conf

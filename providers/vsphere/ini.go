@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/stratus-ccm/stratus/internal/gitini"
+	"github.com/stratus-ccm/stratus/providers/internal/gitini"
 )
 
 // The legacy INI form follows git-config syntax (upstream reads it with

@@ -13,8 +13,8 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/stratus-ccm/stratus/internal/cloud/instanceindex"
 	"github.com/stratus-ccm/stratus/pkg/stratus"
+	"github.com/stratus-ccm/stratus/pkg/stratus/instanceindex"
 )
 
 var (

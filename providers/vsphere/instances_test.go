@@ -11,8 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/stratus-ccm/stratus/internal/vcsim"
 	"github.com/stratus-ccm/stratus/pkg/stratus"
+	"github.com/stratus-ccm/stratus/vcsim"
 )
 
 func byName(list []stratus.Instance) map[string]stratus.Instance {

@@ -18,10 +18,10 @@ import (
 	"github.com/vmware/govmomi/vim25/mo"
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/stratus-ccm/stratus/internal/vcsim"
+	"github.com/stratus-ccm/stratus/vcsim"
 )
 
-// sim is a simulated vCenter (internal/vcsim) with node VMs node-0 to
+// sim is a simulated vCenter (vcsim) with node VMs node-0 to
 // node-3 that report host names and IPs, in zones zone-a (cluster DC0_C0)
 // and zone-b (host DC0_H0) of region-1, plus an administrator client.
 type sim struct {

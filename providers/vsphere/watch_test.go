@@ -14,9 +14,9 @@ import (
 	"github.com/vmware/govmomi/session"
 	"github.com/vmware/govmomi/vim25/mo"
 
-	"github.com/stratus-ccm/stratus/internal/testsupport"
-	"github.com/stratus-ccm/stratus/internal/vcsim"
+	"github.com/stratus-ccm/stratus/internal/dev/testsupport"
 	"github.com/stratus-ccm/stratus/pkg/stratus"
+	"github.com/stratus-ccm/stratus/vcsim"
 )
 
 // watching starts WatchInstances and waits until the watch has synced.

@@ -15,9 +15,9 @@ import (
 	k8stypes "k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/stratus-ccm/stratus/internal/testsupport"
-	"github.com/stratus-ccm/stratus/internal/vcsim"
+	"github.com/stratus-ccm/stratus/internal/dev/testsupport"
 	"github.com/stratus-ccm/stratus/pkg/stratus"
+	"github.com/stratus-ccm/stratus/vcsim"
 )
 
 // tag attaches a tag of category to the inventory object at path.

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
-	"github.com/stratus-ccm/stratus/internal/devenv"
+	"github.com/stratus-ccm/stratus/internal/dev/devenv"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 )
 

@@ -2,10 +2,10 @@
 // failures and then audits what it left behind.
 //
 // Two or three stratus-ccm replicas (child processes, leader election on)
-// run against a real control plane (internal/testenv) and a real minicloud
+// run against a real control plane (internal/dev/testenv) and a real minicloud
 // (`stratus minicloud serve` in a child process, on persistent state). For
 // a fixed window, at once: nodes join, leave, stop and restart (simulated
-// kubelets of internal/devenv), LoadBalancer Services are created, changed
+// kubelets of internal/dev/devenv), LoadBalancer Services are created, changed
 // (ports, externalTrafficPolicy, source ranges), deleted and recreated under
 // the same name; the cloud fails 30% of its calls, throttles in bursts with
 // Retry-After, answers slowly, fails or empties its instance listings, and
@@ -49,9 +49,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	mccli "github.com/stratus-ccm/stratus/internal/cli/minicloudcmd"
+	mccli "github.com/stratus-ccm/stratus/internal/dev/cli/minicloudcmd"
+	"github.com/stratus-ccm/stratus/internal/dev/testenv"
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
-	"github.com/stratus-ccm/stratus/internal/testenv"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
 	"github.com/stratus-ccm/stratus/pkg/annotations"

@@ -24,7 +24,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
-	"github.com/stratus-ccm/stratus/internal/devenv"
+	"github.com/stratus-ccm/stratus/internal/dev/devenv"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 )
 

@@ -14,11 +14,11 @@ import (
 
 	"github.com/vmware/govmomi/vim25/types"
 
-	"github.com/stratus-ccm/stratus/internal/testsupport"
-	"github.com/stratus-ccm/stratus/internal/vcsim"
+	"github.com/stratus-ccm/stratus/internal/dev/testsupport"
 	"github.com/stratus-ccm/stratus/minicloud"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
+	"github.com/stratus-ccm/stratus/vcsim"
 )
 
 // vSphere fault kinds.
@@ -49,7 +49,7 @@ var vmPeer = minicloud.PeerNetwork{Network: netip.MustParsePrefix("10.0.0.0/19")
 
 // TestChaosVSphere is the chaos run with stratus's native vSphere provider
 // (providers/vsphere) for the nodes, against a simulated vCenter
-// (internal/vcsim, govmomi's simulator, in this process), and minicloud
+// (vcsim, govmomi's simulator, in this process), and minicloud
 // for the load balancers (foreignNodes: internalIP), as `stratus dev
 // --cloud vsphere` runs them. The churn creates, powers off, powers on and
 // destroys VMs; the faults are the simulator's (SOAP faults and HTTP 503 on

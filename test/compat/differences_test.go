@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/dev/testenv"
 )
 
 // tolerance hides one deliberate difference from the comparison. ID is the

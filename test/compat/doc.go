@@ -9,7 +9,7 @@
 // docs/differences.md; anything else fails the scenario with a diff.
 //
 // The vSphere scenarios (vsphere_test.go) run three times each, on a fresh
-// control plane and a fresh internal/vcsim simulator with the same
+// control plane and a fresh vcsim simulator with the same
 // inventory: the upstream CCM with the upstream vSphere provider
 // (hack/kubebins "vsphere-ccm"), stratus-ccm with the upstream provider
 // ("stratus-cpv") and stratus-ccm with providers/vsphere; both stratus runs

@@ -18,10 +18,10 @@ import (
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/yaml"
 
+	"github.com/stratus-ccm/stratus/internal/dev/testenv"
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
-	"github.com/stratus-ccm/stratus/internal/testenv"
-	"github.com/stratus-ccm/stratus/internal/vcsim"
 	_ "github.com/stratus-ccm/stratus/providers/vsphere" // registers "vsphere" in the stratus child process
+	"github.com/stratus-ccm/stratus/vcsim"
 )
 
 // stratusCPV is the third side of vSphere scenarios: stratus-ccm's

@@ -16,7 +16,7 @@ import (
 	"k8s.io/cloud-provider/fake"
 	"k8s.io/controller-manager/pkg/clientbuilder"
 
-	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/dev/testenv"
 	"github.com/stratus-ccm/stratus/pkg/plugin"
 )
 

@@ -26,16 +26,16 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/stratus-ccm/stratus/internal/dev/testenv"
+	"github.com/stratus-ccm/stratus/internal/dev/testsupport"
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
-	"github.com/stratus-ccm/stratus/internal/managercmd"
-	"github.com/stratus-ccm/stratus/internal/testenv"
-	"github.com/stratus-ccm/stratus/internal/testsupport"
-	"github.com/stratus-ccm/stratus/internal/vcsim"
 	"github.com/stratus-ccm/stratus/minicloud/api"
 	"github.com/stratus-ccm/stratus/minicloud/client"
 	"github.com/stratus-ccm/stratus/minicloud/minicloudtest"
+	"github.com/stratus-ccm/stratus/pkg/app"
 	mcprovider "github.com/stratus-ccm/stratus/providers/minicloud"
 	_ "github.com/stratus-ccm/stratus/providers/vsphere" // served by TestVSpherePlugin
+	"github.com/stratus-ccm/stratus/vcsim"
 )
 
 // pluginEnv carries the command line of a `stratus-ccm plugin serve` child.
@@ -49,7 +49,7 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		os.Exit(managercmd.Main("test", args...))
+		os.Exit(app.Main("test", args...))
 	}
 	testenv.Main(m)
 }

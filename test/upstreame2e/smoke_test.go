@@ -22,13 +22,13 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
-	"github.com/stratus-ccm/stratus/internal/devenv/realnodestest"
-	"github.com/stratus-ccm/stratus/internal/e2ejunit"
-	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/dev/devenv/realnodestest"
+	"github.com/stratus-ccm/stratus/internal/dev/e2ejunit"
+	"github.com/stratus-ccm/stratus/internal/dev/testenv"
 )
 
 // block is the environment's address block, apart from the other tests'
-// (test/realnodes 190, internal/devenv's 248 to 252, test/chaos 251 to 254) and
+// (test/realnodes 190, internal/dev/devenv's 248 to 252, test/chaos 251 to 254) and
 // from those derived from a state dir (up to 247).
 const block = 246
 

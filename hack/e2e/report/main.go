@@ -20,7 +20,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stratus-ccm/stratus/internal/e2ejunit"
+	"github.com/stratus-ccm/stratus/internal/dev/e2ejunit"
 )
 
 // managers are the columns, in order.

@@ -14,12 +14,12 @@ import (
 
 	_ "k8s.io/cloud-provider-vsphere/pkg/cloudprovider/vsphere" // registers "vsphere"
 
-	"github.com/stratus-ccm/stratus/internal/managercmd"
+	"github.com/stratus-ccm/stratus/pkg/app"
 )
 
 // version is stamped by build.sh: -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
-	os.Exit(managercmd.Main(version))
+	os.Exit(app.Main(version))
 }

@@ -15,12 +15,12 @@ import (
 
 	_ "k8s.io/cloud-provider-openstack/pkg/openstack" // registers "openstack"
 
-	"github.com/stratus-ccm/stratus/internal/managercmd"
+	"github.com/stratus-ccm/stratus/pkg/app"
 )
 
 // version is stamped by build.sh: -ldflags "-X main.version=...".
 var version = "dev"
 
 func main() {
-	os.Exit(managercmd.Main(version))
+	os.Exit(app.Main(version))
 }

@@ -6,7 +6,7 @@
 //
 // hack/kubebins/build.sh builds it into .cache/kubebins/<version>/vsphere-ccm
 // when asked (KUBEBINS_VSPHERE=1, or by name). It is the upstream peer for a
-// vSphere provider, run against internal/vcsim: see docs/vsphere.md.
+// vSphere provider, run against vcsim: see docs/vsphere.md.
 package main
 
 import (

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
-	"github.com/stratus-ccm/stratus/internal/echo"
+	"github.com/stratus-ccm/stratus/pkg/echo"
 )
 
 // NewRecorder returns a recorder writing Events as component through the manager's

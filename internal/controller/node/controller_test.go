@@ -24,7 +24,7 @@ import (
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/controller/node/nodetest"
-	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/dev/testenv"
 )
 
 func TestMain(m *testing.M) {

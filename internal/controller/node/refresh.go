@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
-	"github.com/stratus-ccm/stratus/internal/cloud/instanceindex"
+	"github.com/stratus-ccm/stratus/pkg/stratus/instanceindex"
 )
 
 // refresher is the periodic address refresh of initialized nodes (upstream's

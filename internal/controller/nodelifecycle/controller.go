@@ -19,9 +19,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
-	"github.com/stratus-ccm/stratus/internal/cloud/instanceindex"
 	"github.com/stratus-ccm/stratus/internal/controller/events"
 	"github.com/stratus-ccm/stratus/internal/controller/patch"
+	"github.com/stratus-ccm/stratus/pkg/stratus/instanceindex"
 )
 
 // Upstream names: the event source component and event reasons.

@@ -30,9 +30,9 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
-	"github.com/stratus-ccm/stratus/internal/echo"
-	"github.com/stratus-ccm/stratus/internal/testenv"
+	"github.com/stratus-ccm/stratus/internal/dev/testenv"
 	"github.com/stratus-ccm/stratus/pkg/annotations"
+	"github.com/stratus-ccm/stratus/pkg/echo"
 )
 
 // upstream behavior B11: a class-less LB Service gets the finalizer before the

@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 
-	"github.com/stratus-ccm/stratus/internal/echo"
+	"github.com/stratus-ccm/stratus/pkg/echo"
 )
 
 // upstream behavior B16: the backend predicates.

@@ -17,8 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
-	"github.com/stratus-ccm/stratus/internal/echo"
 	"github.com/stratus-ccm/stratus/pkg/annotations"
+	"github.com/stratus-ccm/stratus/pkg/echo"
 	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 

@@ -33,9 +33,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/stratus-ccm/stratus/internal/dev/testsupport"
 	"github.com/stratus-ccm/stratus/internal/manager"
-	"github.com/stratus-ccm/stratus/internal/managercmd"
-	"github.com/stratus-ccm/stratus/internal/testsupport"
+	"github.com/stratus-ccm/stratus/pkg/app"
 )
 
 // ProviderName is the registered name of the test provider.
@@ -193,7 +193,7 @@ func RunHelperProcess() {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		os.Exit(managercmd.Main("test", args...))
+		os.Exit(app.Main("test", args...))
 	}
 	raw := os.Getenv(helperEnv)
 	if raw == "" {

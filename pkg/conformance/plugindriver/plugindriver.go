@@ -27,7 +27,6 @@ import (
 	"k8s.io/controller-manager/pkg/clientbuilder"
 	"k8s.io/klog/v2"
 
-	"github.com/stratus-ccm/stratus/internal/testenv"
 	"github.com/stratus-ccm/stratus/pkg/conformance"
 	"github.com/stratus-ccm/stratus/pkg/plugin"
 )
@@ -156,21 +155,6 @@ func Exec(ctx context.Context, t *conformance.Target, kube *rest.Config, command
 		return nil, fmt.Errorf("plugin of %s: %w", t.Provider, err)
 	}
 	return wrap(t, sock, stop), nil
-}
-
-// Kubebin returns the path of a binary hack/kubebins builds (in
-// $KUBEBUILDER_ASSETS or .cache/kubebins), or an error naming the make
-// target that builds it.
-func Kubebin(name, makeTarget string) (string, error) {
-	dir, err := testenv.BinDir()
-	if err != nil {
-		return "", fmt.Errorf("find %s: %w", name, err)
-	}
-	bin := filepath.Join(dir, name)
-	if _, err := os.Stat(bin); err != nil {
-		return "", fmt.Errorf("%s not found in %s: run `make %s` first", name, dir, makeTarget)
-	}
-	return bin, nil
 }
 
 func closeOnError(t *conformance.Target, err *error) {

@@ -7,11 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stratus-ccm/stratus/internal/managercmd"
-	"github.com/stratus-ccm/stratus/internal/testenv"
-	"github.com/stratus-ccm/stratus/internal/testsupport/conformancetest"
+	"github.com/stratus-ccm/stratus/internal/dev/conformance/mcdriver"
+	"github.com/stratus-ccm/stratus/internal/dev/testenv"
+	"github.com/stratus-ccm/stratus/internal/dev/testsupport/conformancetest"
+	"github.com/stratus-ccm/stratus/pkg/app"
 	"github.com/stratus-ccm/stratus/pkg/conformance"
-	"github.com/stratus-ccm/stratus/pkg/conformance/mcdriver"
 	"github.com/stratus-ccm/stratus/pkg/conformance/plugindriver"
 	"github.com/stratus-ccm/stratus/pkg/plugin"
 )
@@ -23,7 +23,7 @@ const serveEnv = "PLUGINDRIVER_TEST_STRATUS_CCM"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(serveEnv) == "1" {
-		os.Exit(managercmd.Main("test", os.Args[1:]...))
+		os.Exit(app.Main("test", os.Args[1:]...))
 	}
 	testenv.Main(m)
 }

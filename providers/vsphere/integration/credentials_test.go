@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/util/retry"
 	"k8s.io/controller-manager/pkg/clientbuilder"
 
-	"github.com/stratus-ccm/stratus/internal/testenv"
-	"github.com/stratus-ccm/stratus/internal/testsupport"
+	"github.com/stratus-ccm/stratus/internal/dev/testenv"
+	"github.com/stratus-ccm/stratus/internal/dev/testsupport"
 	"github.com/stratus-ccm/stratus/providers/vsphere"
 )
 

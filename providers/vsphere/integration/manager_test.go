@@ -22,10 +22,10 @@ import (
 	"k8s.io/client-go/util/retry"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
+	"github.com/stratus-ccm/stratus/internal/dev/testenv"
+	"github.com/stratus-ccm/stratus/internal/dev/testsupport"
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
-	"github.com/stratus-ccm/stratus/internal/testenv"
-	"github.com/stratus-ccm/stratus/internal/testsupport"
-	"github.com/stratus-ccm/stratus/internal/vcsim"
+	"github.com/stratus-ccm/stratus/vcsim"
 
 	_ "github.com/stratus-ccm/stratus/providers/vsphere" // registers "vsphere"
 )
