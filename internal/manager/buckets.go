@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/util/flowcontrol"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 )
@@ -36,7 +35,7 @@ func (m *controllerManager) GetAPIReader() client.Reader { return m.reader }
 // of o's --kube-api-qps and --kube-api-burst of its own.
 func (o *Options) forController(mgr manager.Manager, name string) (manager.Manager, error) {
 	cfg := rest.CopyConfig(mgr.GetConfig())
-	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.KubeAPIQPS, o.KubeAPIBurst)
+	cfg.RateLimiter = o.newBucket()
 	c, err := client.New(cfg, client.Options{
 		HTTPClient: mgr.GetHTTPClient(),
 		Scheme:     mgr.GetScheme(),

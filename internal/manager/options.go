@@ -190,6 +190,9 @@ type Options struct {
 	// fs is the flag set AddFlags registered on, to tell which ignored flags were
 	// set.
 	fs *pflag.FlagSet
+	// stepAside: no client-side limit on Kubernetes API requests
+	// (decideKubeAPILimit).
+	stepAside bool
 }
 
 // NewOptions returns the options with upstream's defaults.

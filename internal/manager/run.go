@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/flowcontrol"
 	cloudprovider "k8s.io/cloud-provider"
 	"k8s.io/controller-manager/pkg/clientbuilder"
 	"k8s.io/klog/v2"
@@ -56,7 +55,7 @@ func Run(ctx context.Context, o *Options) error {
 	if err != nil {
 		return err
 	}
-	restCfg, err := o.restConfig()
+	restCfg, err := o.restConfig(ctx, logger)
 	if err != nil {
 		return err
 	}
@@ -90,7 +89,8 @@ func Run(ctx context.Context, o *Options) error {
 
 // restConfig builds the API client configuration from --master/--kubeconfig
 // (in-cluster when both are empty) with --kube-api-qps, --kube-api-burst and
-// --kube-api-content-type.
+// --kube-api-content-type, or no client-side limit when neither limit flag
+// is given and the API server serves flow control (decideKubeAPILimit).
 //
 // The limit is one token bucket shared by every client made from this
 // configuration (the informers, the providers' clients); without it each of
@@ -98,10 +98,16 @@ func Run(ctx context.Context, o *Options) error {
 // bucket of its own. Each controller gets a bucket of its own instead
 // (forController), as upstream gives each controller a clientset; leader
 // election and request authentication keep their own (ownBucket).
-func (o *Options) restConfig() (*rest.Config, error) {
+func (o *Options) restConfig(ctx context.Context, logger logr.Logger) (*rest.Config, error) {
 	cfg, err := clientcmd.BuildConfigFromFlags(o.Master, o.Kubeconfig)
 	if err != nil {
 		return nil, fmt.Errorf("--kubeconfig %q / --master %q: %w", o.Kubeconfig, o.Master, err)
+	}
+	reason := o.decideKubeAPILimit(ctx, rest.AddUserAgent(rest.CopyConfig(cfg), UserAgent))
+	if o.stepAside {
+		logger.Info("Kubernetes API client limit", "limited", false, "why", reason)
+	} else {
+		logger.Info("Kubernetes API client limit", "limited", true, "qpsPerController", o.KubeAPIQPS, "burst", o.KubeAPIBurst, "why", reason)
 	}
 	return o.limited(cfg), nil
 }
@@ -114,7 +120,10 @@ func (o *Options) limited(cfg *rest.Config) *rest.Config {
 	cfg.ContentType = o.KubeAPIContentType
 	cfg.QPS = o.KubeAPIQPS
 	cfg.Burst = o.KubeAPIBurst
-	cfg.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(o.KubeAPIQPS, o.KubeAPIBurst)
+	if o.stepAside {
+		cfg.QPS = -1 // client-go: no client-side limit
+	}
+	cfg.RateLimiter = o.newBucket()
 	return rest.AddUserAgent(cfg, UserAgent)
 }
 
