@@ -2,16 +2,12 @@ package openstack
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
-
-	"github.com/stratus-ccm/stratus/minicloud/api"
-	"github.com/stratus-ccm/stratus/minicloud/client"
-	"github.com/stratus-ccm/stratus/minicloud/store"
 )
 
 var lbSvc = &service{prefix: LoadBalancerPrefix, errorBody: octaviaError}
@@ -242,18 +238,11 @@ func addListener(lb *lbRecord, l listener, pc *poolCreate) error {
 			return conflict("Another Listener on this Load Balancer is already using protocol_port %d", l.ProtocolPort)
 		}
 	}
-	if l.DefaultPoolID != "" {
-		p := lb.pool(l.DefaultPoolID)
-		if p == nil {
-			return notFound("Pool %s could not be found.", l.DefaultPoolID)
+	if pid := l.DefaultPoolID; pid != "" {
+		l.DefaultPoolID = ""
+		if err := setDefaultPool(lb, &l, pid); err != nil {
+			return err
 		}
-		if p.ListenerID != "" {
-			return conflict("Pool %s is already used by listener %s", p.ID, p.ListenerID)
-		}
-		if p.Protocol != l.Protocol {
-			return badRequest("default_pool_id: pool protocol %s does not match listener protocol %s", p.Protocol, l.Protocol)
-		}
-		p.ListenerID = l.ID
 	}
 	if pc != nil {
 		p, err := pc.record(l.Protocol)
@@ -276,12 +265,7 @@ func (d *Dialect) octaviaRoutes() {
 	})
 	for _, v := range []string{"v2.0", "v2"} {
 		b := "/load-balancer/" + v + "/lbaas/"
-		d.handle(lbSvc, "GET "+b+"loadbalancers", false, d.octaviaList("loadbalancers", nil, lbObjects))
-		d.handle(lbSvc, "POST "+b+"loadbalancers", false, d.createLB)
-		d.handle(lbSvc, "GET "+b+"loadbalancers/{id}", false, d.octaviaGet("loadbalancer", lbObjects))
-		d.handle(lbSvc, "PUT "+b+"loadbalancers/{id}", false, d.updateLB)
-		d.handle(lbSvc, "DELETE "+b+"loadbalancers/{id}", false, d.deleteLB)
-		d.handle(lbSvc, "GET "+b+"loadbalancers/{id}/status", false, d.lbStatusTree)
+		d.loadBalancerRoutes(b)
 		d.handle(lbSvc, "GET "+b+"providers", false, octaviaProviders)
 		// There are no load-balancer flavors or availability zones: empty
 		// lists, as on a cloud whose operator defined none.
@@ -293,31 +277,9 @@ func (d *Dialect) octaviaRoutes() {
 		d.handle(lbSvc, "GET "+b+"availabilityzones/{name}", false, func(r *request) (int, any, error) {
 			return 0, nil, notFound("Availability Zone %s could not be found.", r.PathValue("name"))
 		})
-
-		d.handle(lbSvc, "GET "+b+"listeners", false, d.octaviaList("listeners", special{"loadbalancer_id": refFilter("loadbalancers")}, listenerObjects))
-		d.handle(lbSvc, "POST "+b+"listeners", false, d.createListener)
-		d.handle(lbSvc, "GET "+b+"listeners/{id}", false, d.octaviaGet("listener", listenerObjects))
-		d.handle(lbSvc, "PUT "+b+"listeners/{id}", false, d.updateListener)
-		d.handle(lbSvc, "DELETE "+b+"listeners/{id}", false, d.deleteListener)
-
-		d.handle(lbSvc, "GET "+b+"pools", false, d.octaviaList("pools", special{"loadbalancer_id": refFilter("loadbalancers"), "listener_id": refFilter("listeners")}, poolObjects))
-		d.handle(lbSvc, "POST "+b+"pools", false, d.createPool)
-		d.handle(lbSvc, "GET "+b+"pools/{id}", false, d.octaviaGet("pool", poolObjects))
-		d.handle(lbSvc, "PUT "+b+"pools/{id}", false, d.updatePool)
-		d.handle(lbSvc, "DELETE "+b+"pools/{id}", false, d.deletePool)
-
-		d.handle(lbSvc, "GET "+b+"pools/{pool}/members", false, d.listMembers)
-		d.handle(lbSvc, "POST "+b+"pools/{pool}/members", false, d.createMember)
-		d.handle(lbSvc, "PUT "+b+"pools/{pool}/members", false, d.batchMembers)
-		d.handle(lbSvc, "GET "+b+"pools/{pool}/members/{id}", false, d.getMember)
-		d.handle(lbSvc, "PUT "+b+"pools/{pool}/members/{id}", false, d.updateMember)
-		d.handle(lbSvc, "DELETE "+b+"pools/{pool}/members/{id}", false, d.deleteMember)
-
-		d.handle(lbSvc, "GET "+b+"healthmonitors", false, d.octaviaList("healthmonitors", special{"pool_id": refFilter("pools")}, monitorObjects))
-		d.handle(lbSvc, "POST "+b+"healthmonitors", false, d.createMonitor)
-		d.handle(lbSvc, "GET "+b+"healthmonitors/{id}", false, d.octaviaGet("healthmonitor", monitorObjects))
-		d.handle(lbSvc, "PUT "+b+"healthmonitors/{id}", false, d.updateMonitor)
-		d.handle(lbSvc, "DELETE "+b+"healthmonitors/{id}", false, d.deleteMonitor)
+		d.listenerRoutes(b)
+		d.poolRoutes(b)
+		d.monitorRoutes(b)
 	}
 	d.mux.HandleFunc("PUT "+OpsPrefix+"/loadbalancers/{id}/provisioning_status", d.opsSetStatus)
 }
@@ -404,9 +366,7 @@ func (d *Dialect) emptyOctaviaList(coll string) handler {
 		if err != nil {
 			return 0, nil, err
 		}
-		return listAnswer(r, coll, nil, q, nil, p, octaviaAttrErr, func(m string) error {
-			return badRequest("Invalid marker: %s is not in this collection", m)
-		})
+		return listAnswer(r, coll, nil, q, nil, p, octaviaAttrErr, octaviaMarkerErr)
 	}
 }
 
@@ -436,6 +396,10 @@ func octaviaAttrErr(k string) error {
 	return badRequest("Invalid filter argument: %s is not a filterable attribute", k)
 }
 
+func octaviaMarkerErr(m string) error {
+	return badRequest("Invalid marker: %s is not in this collection", m)
+}
+
 // octaviaList answers a collection: filtered exactly, paged with limit
 // and marker, "<coll>_links" holding rel=next.
 func (d *Dialect) octaviaList(coll string, sp special, objs objectsFunc) handler {
@@ -453,9 +417,7 @@ func (d *Dialect) octaviaList(coll string, sp special, objs objectsFunc) handler
 		if err != nil {
 			return 0, nil, err
 		}
-		return listAnswer(r, coll, all, q, sp, p, octaviaAttrErr, func(m string) error {
-			return badRequest("Invalid marker: %s is not in this collection", m)
-		})
+		return listAnswer(r, coll, all, q, sp, p, octaviaAttrErr, octaviaMarkerErr)
 	}
 }
 
@@ -525,872 +487,124 @@ func displayName(singular string) string {
 	return map[string]string{"loadbalancer": "Load Balancer", "listener": "Listener", "pool": "Pool", "healthmonitor": "Health Monitor", "member": "Member"}[singular]
 }
 
-// ---- load balancers
+// ---- writes
 
-func (d *Dialect) createLB(r *request) (int, any, error) {
-	var in lbCreate
-	if err := decodeBody(r, &in); err != nil {
-		return 0, nil, err
-	}
-	c := in.LoadBalancer
-	if err := checkCommon(c.AdminStateUp, c.ProjectID, c.TenantID); err != nil {
-		return 0, nil, err
-	}
-	switch {
-	case c.Provider != "" && c.Provider != "amphora" && c.Provider != "octavia":
-		return 0, nil, badRequest("provider: %s is not a provider here (amphora)", c.Provider)
-	case c.VIPPortID != "":
-		return 0, nil, badRequest("vip_port_id: minicloud allocates the VIP port; give vip_subnet_id or vip_network_id")
-	case c.VIPAddress != "":
-		return 0, nil, badRequest("vip_address: minicloud allocates VIP addresses itself")
-	case c.FlavorID != "":
-		return 0, nil, badRequest("flavor_id: there are no load-balancer flavors")
-	case c.AvailabilityZone != "":
-		return 0, nil, badRequest("availability_zone: there are no load-balancer availability zones")
-	case c.VIPQoSPolicyID != "":
-		return 0, nil, badRequest("vip_qos_policy_id: there are no QoS policies")
-	case len(c.Pools) > 0:
-		return 0, nil, badRequest("pools: give pools as the listeners' default_pool")
-	case len(c.AdditionalVIPs) > 0:
-		return 0, nil, badRequest("additional_vips: a load balancer has one VIP")
-	case c.VIPSubnetID == "" && c.VIPNetworkID == "":
-		return 0, nil, badRequest("vip_subnet_id: give vip_subnet_id or vip_network_id")
-	case c.VIPSubnetID != "" && c.VIPSubnetID != vipSubnetID():
-		if c.VIPSubnetID == instanceSubnetID() || c.VIPSubnetID == publicSubnetID() || c.VIPSubnetID == instanceSubnetV6ID() {
-			return 0, nil, badRequest("vip_subnet_id: minicloud allocates VIPs in subnet %s only", vipSubnetID())
+// treeWrite is a write to a load balancer's tree (its listeners, pools,
+// members, monitors), as the request that asks for it: its body decoded
+// into the type, unless the type embeds noBody.
+type treeWrite interface {
+	// check refuses what is wrong with the request alone, before any lock.
+	check(r *request) error
+	// lock finds the load balancer written and locks it (lockLB, childLB):
+	// octMu stays held until the answer.
+	lock(r *request) (*lbRecord, error)
+	// apply changes the locked tree and says what it wrote.
+	apply(r *request, lb *lbRecord) (written, error)
+}
+
+// written is what a treeWrite changed: the child written and its status
+// while pending (both "" for a delete), and the answer's body, {key:
+// body()}, built once the tree is committed (no body when body is nil).
+type written struct {
+	child, status string
+	key           string
+	body          func() any
+}
+
+// noBody, embedded in a treeWrite, says that its request has no body and
+// nothing to check before the lock.
+type noBody struct{}
+
+func (noBody) hasNoBody()           {}
+func (noBody) check(*request) error { return nil }
+
+// The load balancer a treeWrite locks, by the child the path names: one
+// of these is embedded in each treeWrite that has no lock of its own.
+type (
+	atLB       struct{} // {id}: a load balancer
+	atListener struct{} // {id}: a listener
+	atPool     struct{} // {id}: a pool
+	atMembers  struct{} // {pool}: the pool of the members
+	atMonitor  struct{} // {id}: a health monitor
+)
+
+func (atLB) lock(r *request) (*lbRecord, error) {
+	return r.d.lockLB(r, &lbRecord{ID: r.PathValue("id")})
+}
+
+func (atListener) lock(r *request) (*lbRecord, error) {
+	id := r.PathValue("id")
+	return r.d.childLB(r, "Listener", id, hasListener(id))
+}
+
+func (atPool) lock(r *request) (*lbRecord, error) { return lockPool(r, r.PathValue("id")) }
+
+func (atMembers) lock(r *request) (*lbRecord, error) { return lockPool(r, r.PathValue("pool")) }
+
+func (atMonitor) lock(r *request) (*lbRecord, error) {
+	id := r.PathValue("id")
+	return r.d.childLB(r, "Health Monitor", id, hasMonitor(id))
+}
+
+// queried is a treeWrite that reads query parameters, before its body.
+type queried interface {
+	query(q url.Values) error
+}
+
+// writeTree is the handler of every write to a load balancer's tree: the
+// request (In) is read and checked, the load balancer locked, the change
+// applied and committed, and the answer sent with status.
+func writeTree[In any, W interface {
+	*In
+	treeWrite
+}](status int) handler {
+	return func(r *request) (int, any, error) {
+		w := W(new(In))
+		if q, ok := any(w).(queried); ok {
+			if err := q.query(r.URL.Query()); err != nil {
+				return 0, nil, err
+			}
 		}
-		return 0, nil, badRequest("vip_subnet_id: Subnet %s could not be found", c.VIPSubnetID)
-	case c.VIPNetworkID != "" && c.VIPNetworkID != privateNetworkID():
-		return 0, nil, badRequest("vip_network_id: minicloud allocates VIPs in network %s only", privateNetworkID())
-	}
-	if err := validateTags(c.Tags); err != nil {
-		return 0, nil, err
-	}
-	now := nowUTC()
-	lb := lbRecord{ID: newUUID(), Name: c.Name, Description: c.Description, Provider: cmpOr(c.Provider, "amphora"),
-		VIPSubnetID: vipSubnetID(), Tags: c.Tags, Status: statusPendingCreate, CreatedAt: now, UpdatedAt: now}
-	for i := range c.Listeners {
-		l, pc, err := c.Listeners[i].record()
+		if _, none := any(w).(interface{ hasNoBody() }); !none {
+			if err := decodeBody(r, w); err != nil {
+				return 0, nil, err
+			}
+		}
+		if err := w.check(r); err != nil {
+			return 0, nil, err
+		}
+		lb, err := w.lock(r)
 		if err != nil {
 			return 0, nil, err
 		}
-		if l.DefaultPoolID != "" {
-			return 0, nil, badRequest("default_pool_id: in a create, give the default_pool")
-		}
-		if err := addListener(&lb, l, pc); err != nil {
+		defer r.d.octMu.Unlock()
+		done, err := w.apply(r, lb)
+		if err != nil {
 			return 0, nil, err
 		}
-	}
-	d.octMu.Lock()
-	defer d.octMu.Unlock()
-	spec, err := d.projectFor(r, &lb)
-	if err != nil {
-		return 0, nil, err
-	}
-	spec.Name = "octavia-" + lb.ID
-	nlb, err := r.mc.CreateLoadBalancer(r.Context(), spec)
-	if err != nil {
-		return 0, nil, fmt.Errorf("create minicloud load balancer for %s: %w", lb.ID, err)
-	}
-	lb.NativeID, lb.VIPAddress = nlb.ID, nlb.VIP
-	lb.PendingUntil = d.now().Add(d.opts.PendingDelay)
-	if err := d.st.Update(func(tx *store.Tx) error { return store.Put(tx, kindLoadBalancers, lb.ID, lb) }); err != nil {
-		r.mc.DeleteLoadBalancer(r.Context(), nlb.ID)
-		return 0, nil, err
-	}
-	body := lbBody(&lb)
-	// A fully populated create answers with the whole tree.
-	var ls []any
-	for i := range lb.Listeners {
-		lo := listenerBody(&lb, &lb.Listeners[i])
-		if p := lb.pool(lb.Listeners[i].DefaultPoolID); p != nil {
-			po := poolBody(&lb, p)
-			var ms []any
-			for j := range p.Members {
-				ms = append(ms, memberBody(&lb, p, &p.Members[j], nil))
-			}
-			if ms != nil {
-				po["members"] = ms
-			}
-			if p.Monitor != nil {
-				po["healthmonitor"] = monitorBody(&lb, p, p.Monitor)
-			}
-			lo["default_pool"] = po
-		}
-		ls = append(ls, lo)
-	}
-	if ls != nil {
-		body["listeners"] = ls
-	}
-	return http.StatusCreated, map[string]any{"loadbalancer": body}, nil
-}
-
-// lockLB reads a load balancer for a write under octMu (the caller
-// unlocks), refusing pending ones.
-func (d *Dialect) lockLB(r *request, lb *lbRecord) (*lbRecord, error) {
-	d.octMu.Lock()
-	cur, err := d.getLB(r, lb.ID)
-	if err == nil {
-		err = mutable(cur)
-	}
-	if err != nil {
-		d.octMu.Unlock()
-		return nil, err
-	}
-	return cur, nil
-}
-
-func (d *Dialect) updateLB(r *request) (int, any, error) {
-	var in struct {
-		LoadBalancer struct {
-			Name         *string   `json:"name"`
-			Description  *string   `json:"description"`
-			Tags         *[]string `json:"tags"`
-			AdminStateUp *bool     `json:"admin_state_up"`
-		} `json:"loadbalancer"`
-	}
-	if err := decodeBody(r, &in); err != nil {
-		return 0, nil, err
-	}
-	u := in.LoadBalancer
-	if err := checkCommon(u.AdminStateUp); err != nil {
-		return 0, nil, err
-	}
-	if u.Tags != nil {
-		if err := validateTags(*u.Tags); err != nil {
+		if err := r.d.commit(r, lb, done.child, done.status); err != nil {
 			return 0, nil, err
 		}
-	}
-	lb, err := d.lockLB(r, &lbRecord{ID: r.PathValue("id")})
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	setIf(&lb.Name, u.Name)
-	setIf(&lb.Description, u.Description)
-	setIf(&lb.Tags, u.Tags)
-	if err := d.commit(r, lb, "", ""); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, map[string]any{"loadbalancer": lbBody(lb)}, nil
-}
-
-func setIf[T any](dst *T, v *T) {
-	if v != nil {
-		*dst = *v
+		if done.body == nil {
+			return status, nil, nil
+		}
+		return status, map[string]any{done.key: done.body()}, nil
 	}
 }
 
-func (d *Dialect) deleteLB(r *request) (int, any, error) {
-	cascade := false
-	for k, vs := range r.URL.Query() {
-		if k != "cascade" {
-			return 0, nil, badRequest("unexpected query parameter %s", k)
+// boolQuery reads the query of a request that takes one boolean parameter,
+// name (false when absent).
+func boolQuery(q url.Values, name string) (bool, error) {
+	v := false
+	for k, vs := range q {
+		if k != name {
+			return false, badRequest("unexpected query parameter %s", k)
 		}
 		b, err := strconv.ParseBool(vs[0])
 		if err != nil {
-			return 0, nil, badRequest("cascade: %q is not a boolean", vs[0])
+			return false, badRequest("%s: %q is not a boolean", name, vs[0])
 		}
-		cascade = b
+		v = b
 	}
-	lb, err := d.lockLB(r, &lbRecord{ID: r.PathValue("id")})
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	if !cascade && (len(lb.Listeners) > 0 || len(lb.Pools) > 0) {
-		return 0, nil, badRequest("Cannot delete Load Balancer %s - it has children", lb.ID)
-	}
-	if err := r.mc.DeleteLoadBalancer(r.Context(), lb.NativeID); err != nil && !isNotFound(err) {
-		return 0, nil, fmt.Errorf("delete minicloud load balancer %s of %s: %w", lb.NativeID, lb.ID, err)
-	}
-	// Its VIP port goes with it: floating IPs on it are disassociated.
-	if err := d.disassociatePort(vipPortID(lb.ID)); err != nil {
-		return 0, nil, err
-	}
-	d.srv.SetAliases(lb.NativeID, nil)
-	lb.Status, lb.PendingUntil, lb.UpdatedAt = statusPendingDelete, d.now().Add(d.opts.PendingDelay), nowUTC()
-	if err := d.st.Update(func(tx *store.Tx) error { return store.Put(tx, kindLoadBalancers, lb.ID, lb) }); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusNoContent, nil, nil
-}
-
-func isNotFound(err error) bool {
-	var ce *client.Error
-	return errors.As(err, &ce) && ce.StatusCode == http.StatusNotFound
-}
-
-// opsSetStatus answers PUT /v1/_openstack/loadbalancers/{id}/provisioning_status
-// (native bearer token): it puts a load balancer in ERROR, as a failed
-// amphora would.
-func (d *Dialect) opsSetStatus(w http.ResponseWriter, hr *http.Request) {
-	r := &request{Request: hr, d: d, base: baseURL(hr), header: http.Header{}}
-	const op = "PUT /v1/_openstack/loadbalancers/{id}/provisioning_status"
-	tok, ok := bearer(hr.Header.Get("Authorization"))
-	if !ok || !d.srv.Authenticate(tok) {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="minicloud"`)
-		writeJSON(w, http.StatusUnauthorized, api.ErrorBody{Error: api.ErrorDetail{Code: api.CodeUnauthorized, Message: "missing or invalid bearer token"}})
-		return
-	}
-	var in struct {
-		ProvisioningStatus string `json:"provisioning_status"`
-	}
-	err := decodeBody(r, &in)
-	if err == nil && in.ProvisioningStatus != statusError {
-		err = badRequest("provisioning_status: only %s can be forced", statusError)
-	}
-	if err == nil {
-		err = d.SetError(hr.PathValue("id"))
-	}
-	if err != nil {
-		var oe *osError
-		if !errors.As(err, &oe) {
-			oe = &osError{status: http.StatusInternalServerError, msg: err.Error()}
-		}
-		writeJSON(w, oe.status, api.ErrorBody{Error: api.ErrorDetail{Code: map[int]string{400: api.CodeInvalid, 404: api.CodeNotFound}[oe.status], Message: oe.msg}})
-		d.log.V(1).Info("request", "operation", op, "status", oe.status)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-}
-
-func bearer(h string) (string, bool) {
-	scheme, tok, ok := strings.Cut(h, " ")
-	return strings.TrimSpace(tok), ok && strings.EqualFold(scheme, "Bearer")
-}
-
-// SetError puts Octavia load balancer id in provisioning status ERROR.
-func (d *Dialect) SetError(id string) error {
-	d.octMu.Lock()
-	defer d.octMu.Unlock()
-	return d.st.Update(func(tx *store.Tx) error {
-		lb, err := store.Get[lbRecord](tx, kindLoadBalancers, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return notFound("Load Balancer %s could not be found.", id)
-		}
-		if err != nil {
-			return err
-		}
-		if lb.Status == statusPendingDelete {
-			return notFound("Load Balancer %s is being deleted.", id)
-		}
-		lb.Status, lb.UpdatedAt = statusError, nowUTC()
-		return store.Put(tx, kindLoadBalancers, id, lb)
-	})
-}
-
-// ---- listeners
-
-func (d *Dialect) createListener(r *request) (int, any, error) {
-	var in struct {
-		Listener listenerCreate `json:"listener"`
-	}
-	if err := decodeBody(r, &in); err != nil {
-		return 0, nil, err
-	}
-	l, pc, err := in.Listener.record()
-	if err != nil {
-		return 0, nil, err
-	}
-	if in.Listener.LoadBalancerID == "" {
-		return 0, nil, badRequest("loadbalancer_id: a listener needs its load balancer")
-	}
-	lb, err := d.lockLB(r, &lbRecord{ID: in.Listener.LoadBalancerID})
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	if err := addListener(lb, l, pc); err != nil {
-		return 0, nil, err
-	}
-	if err := d.commit(r, lb, l.ID, statusPendingCreate); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusCreated, map[string]any{"listener": listenerBody(lb, lb.listener(l.ID))}, nil
-}
-
-// childLB finds and locks the load balancer holding a child.
-func (d *Dialect) childLB(r *request, kind, id string, has func(*lbRecord) bool) (*lbRecord, error) {
-	lb, err := d.findChild(r, kind, id, has)
-	if err != nil {
-		return nil, err
-	}
-	return d.lockLB(r, lb)
-}
-
-func hasListener(id string) func(*lbRecord) bool {
-	return func(lb *lbRecord) bool { return lb.listener(id) != nil }
-}
-
-func hasPool(id string) func(*lbRecord) bool {
-	return func(lb *lbRecord) bool { return lb.pool(id) != nil }
-}
-
-func (d *Dialect) updateListener(r *request) (int, any, error) {
-	var in struct {
-		Listener struct {
-			Name                 *string            `json:"name"`
-			Description          *string            `json:"description"`
-			DefaultPoolID        *string            `json:"default_pool_id"`
-			ConnectionLimit      *int               `json:"connection_limit"`
-			AllowedCIDRs         *[]string          `json:"allowed_cidrs"`
-			Tags                 *[]string          `json:"tags"`
-			TimeoutClientData    *int               `json:"timeout_client_data"`
-			TimeoutMemberConnect *int               `json:"timeout_member_connect"`
-			TimeoutMemberData    *int               `json:"timeout_member_data"`
-			TimeoutTCPInspect    *int               `json:"timeout_tcp_inspect"`
-			AdminStateUp         *bool              `json:"admin_state_up"`
-			InsertHeaders        *map[string]string `json:"insert_headers"`
-		} `json:"listener"`
-	}
-	if err := decodeBody(r, &in); err != nil {
-		return 0, nil, err
-	}
-	u := in.Listener
-	if err := checkCommon(u.AdminStateUp); err != nil {
-		return 0, nil, err
-	}
-	if u.InsertHeaders != nil && len(*u.InsertHeaders) > 0 {
-		return 0, nil, badRequest("insert_headers: only HTTP listeners insert headers")
-	}
-	id := r.PathValue("id")
-	lb, err := d.childLB(r, "Listener", id, hasListener(id))
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	l := lb.listener(id)
-	setIf(&l.Name, u.Name)
-	setIf(&l.Description, u.Description)
-	setIf(&l.ConnectionLimit, u.ConnectionLimit)
-	setIf(&l.AllowedCIDRs, u.AllowedCIDRs)
-	setIf(&l.Tags, u.Tags)
-	setIf(&l.TimeoutClientData, u.TimeoutClientData)
-	setIf(&l.TimeoutMemberConnect, u.TimeoutMemberConnect)
-	setIf(&l.TimeoutMemberData, u.TimeoutMemberData)
-	setIf(&l.TimeoutTCPInspect, u.TimeoutTCPInspect)
-	if u.DefaultPoolID != nil && *u.DefaultPoolID != l.DefaultPoolID {
-		if old := lb.pool(l.DefaultPoolID); old != nil {
-			old.ListenerID = ""
-		}
-		l.DefaultPoolID = ""
-		if *u.DefaultPoolID != "" {
-			p := lb.pool(*u.DefaultPoolID)
-			switch {
-			case p == nil:
-				return 0, nil, notFound("Pool %s could not be found.", *u.DefaultPoolID)
-			case p.ListenerID != "":
-				return 0, nil, conflict("Pool %s is already used by listener %s", p.ID, p.ListenerID)
-			case p.Protocol != l.Protocol:
-				return 0, nil, badRequest("default_pool_id: pool protocol %s does not match listener protocol %s", p.Protocol, l.Protocol)
-			}
-			p.ListenerID, l.DefaultPoolID = l.ID, p.ID
-		}
-	}
-	if err := validateListener(l); err != nil {
-		return 0, nil, err
-	}
-	if err := d.commit(r, lb, id, statusPendingUpdate); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, map[string]any{"listener": listenerBody(lb, lb.listener(id))}, nil
-}
-
-func (d *Dialect) deleteListener(r *request) (int, any, error) {
-	id := r.PathValue("id")
-	lb, err := d.childLB(r, "Listener", id, hasListener(id))
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	for i := range lb.Pools {
-		if lb.Pools[i].ListenerID == id {
-			lb.Pools[i].ListenerID = ""
-		}
-	}
-	lb.Listeners = slices.DeleteFunc(lb.Listeners, func(l listener) bool { return l.ID == id })
-	if err := d.commit(r, lb, "", ""); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusNoContent, nil, nil
-}
-
-// ---- pools
-
-func (d *Dialect) createPool(r *request) (int, any, error) {
-	var in struct {
-		Pool poolCreate `json:"pool"`
-	}
-	if err := decodeBody(r, &in); err != nil {
-		return 0, nil, err
-	}
-	c := in.Pool
-	var lb *lbRecord
-	var err error
-	switch {
-	case c.ListenerID != "":
-		lb, err = d.childLB(r, "Listener", c.ListenerID, hasListener(c.ListenerID))
-	case c.LoadBalancerID != "":
-		lb, err = d.lockLB(r, &lbRecord{ID: c.LoadBalancerID})
-	default:
-		return 0, nil, badRequest("loadbalancer_id: a pool needs loadbalancer_id or listener_id")
-	}
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	if c.LoadBalancerID != "" && c.LoadBalancerID != lb.ID {
-		return 0, nil, badRequest("loadbalancer_id: listener %s belongs to load balancer %s", c.ListenerID, lb.ID)
-	}
-	proto := ""
-	var l *listener
-	if c.ListenerID != "" {
-		l = lb.listener(c.ListenerID)
-		if l.DefaultPoolID != "" {
-			return 0, nil, conflict("Listener %s already has default pool %s", l.ID, l.DefaultPoolID)
-		}
-		proto = l.Protocol
-	}
-	p, err := c.record(proto)
-	if err != nil {
-		return 0, nil, err
-	}
-	p.CreatedAt = nowUTC()
-	if l != nil {
-		p.ListenerID, l.DefaultPoolID = l.ID, p.ID
-	}
-	lb.Pools = append(lb.Pools, p)
-	if err := d.commit(r, lb, p.ID, statusPendingCreate); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusCreated, map[string]any{"pool": poolBody(lb, lb.pool(p.ID))}, nil
-}
-
-func (d *Dialect) updatePool(r *request) (int, any, error) {
-	var in struct {
-		Pool struct {
-			Name               *string         `json:"name"`
-			Description        *string         `json:"description"`
-			LBAlgorithm        *string         `json:"lb_algorithm"`
-			Tags               *[]string       `json:"tags"`
-			AdminStateUp       *bool           `json:"admin_state_up"`
-			SessionPersistence json.RawMessage `json:"session_persistence"`
-		} `json:"pool"`
-	}
-	if err := decodeBody(r, &in); err != nil {
-		return 0, nil, err
-	}
-	u := in.Pool
-	if err := checkCommon(u.AdminStateUp); err != nil {
-		return 0, nil, err
-	}
-	if len(u.SessionPersistence) > 0 && string(u.SessionPersistence) != "null" {
-		return 0, nil, badRequest("session_persistence: cannot be projected; minicloud balances round-robin")
-	}
-	id := r.PathValue("id")
-	lb, err := d.childLB(r, "Pool", id, hasPool(id))
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	p := lb.pool(id)
-	setIf(&p.Name, u.Name)
-	setIf(&p.Description, u.Description)
-	setIf(&p.LBAlgorithm, u.LBAlgorithm)
-	setIf(&p.Tags, u.Tags)
-	if err := validatePool(p, ""); err != nil {
-		return 0, nil, err
-	}
-	if err := d.commit(r, lb, id, statusPendingUpdate); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, map[string]any{"pool": poolBody(lb, lb.pool(id))}, nil
-}
-
-func (d *Dialect) deletePool(r *request) (int, any, error) {
-	id := r.PathValue("id")
-	lb, err := d.childLB(r, "Pool", id, hasPool(id))
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	for i := range lb.Listeners {
-		if lb.Listeners[i].DefaultPoolID == id {
-			lb.Listeners[i].DefaultPoolID = ""
-		}
-	}
-	lb.Pools = slices.DeleteFunc(lb.Pools, func(p pool) bool { return p.ID == id })
-	if err := d.commit(r, lb, "", ""); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusNoContent, nil, nil
-}
-
-// ---- members
-
-// poolOf finds the load balancer and pool of the path's {pool}.
-func (d *Dialect) poolOf(r *request, lock bool) (*lbRecord, *pool, error) {
-	pid := r.PathValue("pool")
-	var lb *lbRecord
-	var err error
-	if lock {
-		lb, err = d.childLB(r, "Pool", pid, hasPool(pid))
-	} else {
-		lb, err = d.findChild(r, "Pool", pid, hasPool(pid))
-	}
-	if err != nil {
-		return nil, nil, err
-	}
-	return lb, lb.pool(pid), nil
-}
-
-// memberHealth returns the observed health of the targets of lb's
-// minicloud load balancer by address.
-func memberHealth(r *request, lb *lbRecord) map[string]string {
-	out := map[string]string{}
-	if nlb, err := r.mc.GetLoadBalancer(r.Context(), lb.NativeID); err == nil {
-		for _, th := range nlb.TargetHealth {
-			out[th.IP] = th.State
-		}
-	}
-	return out
-}
-
-func (d *Dialect) listMembers(r *request) (int, any, error) {
-	q := r.URL.Query()
-	p, err := d.parsePage(q)
-	if err != nil {
-		return 0, nil, err
-	}
-	lb, pl, err := d.poolOf(r, false)
-	if err != nil {
-		return 0, nil, err
-	}
-	health := memberHealth(r, lb)
-	var all []object
-	for i := range pl.Members {
-		all = append(all, toObject(memberBody(lb, pl, &pl.Members[i], health)))
-	}
-	return listAnswer(r, "members", all, q, nil, p, octaviaAttrErr, func(m string) error {
-		return badRequest("Invalid marker: %s is not in this collection", m)
-	})
-}
-
-func (d *Dialect) getMember(r *request) (int, any, error) {
-	lb, pl, err := d.poolOf(r, false)
-	if err != nil {
-		return 0, nil, err
-	}
-	for i := range pl.Members {
-		if m := &pl.Members[i]; m.ID == r.PathValue("id") {
-			return http.StatusOK, map[string]any{"member": memberBody(lb, pl, m, memberHealth(r, lb))}, nil
-		}
-	}
-	return 0, nil, notFound("Member %s could not be found.", r.PathValue("id"))
-}
-
-func duplicateMember(ms []member, m member) bool {
-	for _, o := range ms {
-		if o.ID != m.ID && o.Address == m.Address && o.ProtocolPort == m.ProtocolPort {
-			return true
-		}
-	}
-	return false
-}
-
-func (d *Dialect) createMember(r *request) (int, any, error) {
-	var in struct {
-		Member memberCreate `json:"member"`
-	}
-	if err := decodeBody(r, &in); err != nil {
-		return 0, nil, err
-	}
-	m, err := in.Member.record()
-	if err != nil {
-		return 0, nil, err
-	}
-	lb, pl, err := d.poolOf(r, true)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	if duplicateMember(pl.Members, m) {
-		return 0, nil, conflict("Another member on this pool is already using ip %s on protocol_port %d", m.Address, m.ProtocolPort)
-	}
-	pl.Members = append(pl.Members, m)
-	if err := d.commit(r, lb, m.ID, statusPendingCreate); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusCreated, map[string]any{"member": memberBody(lb, pl, &m, nil)}, nil
-}
-
-// batchMembers answers PUT /pools/{id}/members: the pool's members become
-// the list (members with the same address and port keep their ID), or,
-// with additive_only=true, the list is added.
-func (d *Dialect) batchMembers(r *request) (int, any, error) {
-	additive := false
-	for k, vs := range r.URL.Query() {
-		if k != "additive_only" {
-			return 0, nil, badRequest("unexpected query parameter %s", k)
-		}
-		b, err := strconv.ParseBool(vs[0])
-		if err != nil {
-			return 0, nil, badRequest("additive_only: %q is not a boolean", vs[0])
-		}
-		additive = b
-	}
-	var in struct {
-		Members []memberCreate `json:"members"`
-	}
-	if err := decodeBody(r, &in); err != nil {
-		return 0, nil, err
-	}
-	var want []member
-	for i := range in.Members {
-		m, err := in.Members[i].record()
-		if err != nil {
-			return 0, nil, fmt.Errorf("members[%d]: %w", i, err)
-		}
-		if duplicateMember(want, m) {
-			return 0, nil, badRequest("members[%d]: %s:%d is listed twice", i, m.Address, m.ProtocolPort)
-		}
-		want = append(want, m)
-	}
-	lb, pl, err := d.poolOf(r, true)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	for i, m := range want {
-		for _, old := range pl.Members {
-			if old.Address == m.Address && old.ProtocolPort == m.ProtocolPort {
-				want[i].ID = old.ID
-			}
-		}
-	}
-	if additive {
-		for _, old := range pl.Members {
-			if !slices.ContainsFunc(want, func(m member) bool { return m.ID == old.ID }) {
-				want = append(want, old)
-			}
-		}
-	}
-	pl.Members = want
-	if err := d.commit(r, lb, pl.ID, statusPendingUpdate); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusAccepted, nil, nil
-}
-
-func (d *Dialect) updateMember(r *request) (int, any, error) {
-	var in struct {
-		Member struct {
-			Name         *string   `json:"name"`
-			Weight       *int      `json:"weight"`
-			Tags         *[]string `json:"tags"`
-			AdminStateUp *bool     `json:"admin_state_up"`
-			Backup       *bool     `json:"backup"`
-		} `json:"member"`
-	}
-	if err := decodeBody(r, &in); err != nil {
-		return 0, nil, err
-	}
-	u := in.Member
-	if err := checkCommon(u.AdminStateUp); err != nil {
-		return 0, nil, err
-	}
-	if u.Backup != nil && *u.Backup {
-		return 0, nil, badRequest("backup: backup members cannot be projected")
-	}
-	lb, pl, err := d.poolOf(r, true)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	i := slices.IndexFunc(pl.Members, func(m member) bool { return m.ID == r.PathValue("id") })
-	if i < 0 {
-		return 0, nil, notFound("Member %s could not be found.", r.PathValue("id"))
-	}
-	m := &pl.Members[i]
-	setIf(&m.Name, u.Name)
-	setIf(&m.Weight, u.Weight)
-	setIf(&m.Tags, u.Tags)
-	if err := validateMember(m); err != nil {
-		return 0, nil, err
-	}
-	if err := d.commit(r, lb, m.ID, statusPendingUpdate); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, map[string]any{"member": memberBody(lb, pl, m, nil)}, nil
-}
-
-func (d *Dialect) deleteMember(r *request) (int, any, error) {
-	lb, pl, err := d.poolOf(r, true)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	n := len(pl.Members)
-	pl.Members = slices.DeleteFunc(pl.Members, func(m member) bool { return m.ID == r.PathValue("id") })
-	if len(pl.Members) == n {
-		return 0, nil, notFound("Member %s could not be found.", r.PathValue("id"))
-	}
-	if err := d.commit(r, lb, "", ""); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusNoContent, nil, nil
-}
-
-// ---- health monitors
-
-func hasMonitor(id string) func(*lbRecord) bool {
-	return func(lb *lbRecord) bool { return lb.monitorPool(id) != nil }
-}
-
-func (lb *lbRecord) monitorPool(id string) *pool {
-	for i := range lb.Pools {
-		if m := lb.Pools[i].Monitor; m != nil && m.ID == id {
-			return &lb.Pools[i]
-		}
-	}
-	return nil
-}
-
-func (d *Dialect) createMonitor(r *request) (int, any, error) {
-	var in struct {
-		Monitor monitorCreate `json:"healthmonitor"`
-	}
-	if err := decodeBody(r, &in); err != nil {
-		return 0, nil, err
-	}
-	m, err := in.Monitor.record()
-	if err != nil {
-		return 0, nil, err
-	}
-	pid := in.Monitor.PoolID
-	if pid == "" {
-		return 0, nil, badRequest("pool_id: a health monitor needs its pool")
-	}
-	lb, err := d.childLB(r, "Pool", pid, hasPool(pid))
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	p := lb.pool(pid)
-	if p.Monitor != nil {
-		return 0, nil, conflict("Pool %s already has a health monitor", pid)
-	}
-	p.Monitor = &m
-	if err := d.commit(r, lb, p.Monitor.ID, statusPendingCreate); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusCreated, map[string]any{"healthmonitor": monitorBody(lb, p, p.Monitor)}, nil
-}
-
-func (d *Dialect) updateMonitor(r *request) (int, any, error) {
-	var in struct {
-		Monitor struct {
-			Name           *string   `json:"name"`
-			Delay          *int      `json:"delay"`
-			Timeout        *int      `json:"timeout"`
-			MaxRetries     *int      `json:"max_retries"`
-			MaxRetriesDown *int      `json:"max_retries_down"`
-			HTTPMethod     *string   `json:"http_method"`
-			URLPath        *string   `json:"url_path"`
-			ExpectedCodes  *string   `json:"expected_codes"`
-			Tags           *[]string `json:"tags"`
-			AdminStateUp   *bool     `json:"admin_state_up"`
-		} `json:"healthmonitor"`
-	}
-	if err := decodeBody(r, &in); err != nil {
-		return 0, nil, err
-	}
-	u := in.Monitor
-	if err := checkCommon(u.AdminStateUp); err != nil {
-		return 0, nil, err
-	}
-	id := r.PathValue("id")
-	lb, err := d.childLB(r, "Health Monitor", id, hasMonitor(id))
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	p := lb.monitorPool(id)
-	m := p.Monitor
-	setIf(&m.Name, u.Name)
-	setIf(&m.Delay, u.Delay)
-	setIf(&m.Timeout, u.Timeout)
-	setIf(&m.MaxRetries, u.MaxRetries)
-	setIf(&m.MaxRetriesDown, u.MaxRetriesDown)
-	setIf(&m.HTTPMethod, u.HTTPMethod)
-	setIf(&m.URLPath, u.URLPath)
-	setIf(&m.ExpectedCodes, u.ExpectedCodes)
-	setIf(&m.Tags, u.Tags)
-	if err := validateMonitor(m); err != nil {
-		return 0, nil, err
-	}
-	if err := d.commit(r, lb, m.ID, statusPendingUpdate); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusOK, map[string]any{"healthmonitor": monitorBody(lb, p, m)}, nil
-}
-
-func (d *Dialect) deleteMonitor(r *request) (int, any, error) {
-	id := r.PathValue("id")
-	lb, err := d.childLB(r, "Health Monitor", id, hasMonitor(id))
-	if err != nil {
-		return 0, nil, err
-	}
-	defer d.octMu.Unlock()
-	lb.monitorPool(id).Monitor = nil
-	if err := d.commit(r, lb, "", ""); err != nil {
-		return 0, nil, err
-	}
-	return http.StatusNoContent, nil, nil
-}
-
-// lbStatusTree answers GET /loadbalancers/{id}/status: the provisioning
-// and operating status of the load balancer, its listeners, their default
-// pools, the pools' members (their observed health) and monitors.
-func (d *Dialect) lbStatusTree(r *request) (int, any, error) {
-	lb, err := d.getLB(r, r.PathValue("id"))
-	if err != nil {
-		return 0, nil, err
-	}
-	health := memberHealth(r, lb)
-	status := func(id, name string) map[string]any {
-		return map[string]any{"id": id, "name": name, "provisioning_status": childStatus(lb, id), "operating_status": childOperating(lb, id)}
-	}
-	listenersOut := []any{}
-	for i := range lb.Listeners {
-		l := &lb.Listeners[i]
-		lo := status(l.ID, l.Name)
-		pools := []any{}
-		if p := lb.pool(l.DefaultPoolID); p != nil {
-			po := status(p.ID, p.Name)
-			members := []any{}
-			for j := range p.Members {
-				mb := memberBody(lb, p, &p.Members[j], health)
-				members = append(members, map[string]any{
-					"id": mb["id"], "name": mb["name"], "address": mb["address"], "protocol_port": mb["protocol_port"],
-					"provisioning_status": mb["provisioning_status"], "operating_status": mb["operating_status"],
-				})
-			}
-			po["members"] = members
-			if p.Monitor != nil {
-				mo := status(p.Monitor.ID, p.Monitor.Name)
-				mo["type"] = p.Monitor.Type
-				po["health_monitor"] = mo
-			}
-			pools = append(pools, po)
-		}
-		lo["pools"] = pools
-		listenersOut = append(listenersOut, lo)
-	}
-	tree := map[string]any{
-		"id": lb.ID, "name": lb.Name, "provisioning_status": lb.Status, "operating_status": operating(lb),
-		"listeners": listenersOut,
-	}
-	return http.StatusOK, map[string]any{"statuses": map[string]any{"loadbalancer": tree}}, nil
+	return v, nil
 }
