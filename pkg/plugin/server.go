@@ -254,6 +254,41 @@ func (s *server) GetCapabilities(_ context.Context, req *pb.GetCapabilitiesReque
 	return s.caps, nil
 }
 
+// serve is the one shape of the plugin's side of a provider call: get
+// finds the interface the call needs (an Unimplemented status without it),
+// decode reads the request (an InvalidArgument status for a bad one), and
+// do calls the provider and builds the response; do's error is the
+// provider's, given to the manager through toStatus.
+func serve[I, In, R any](get func() (I, error), decode func() (In, error), do func(I, In) (R, error)) (R, error) {
+	var zero R
+	i, err := get()
+	if err != nil {
+		return zero, err
+	}
+	in, err := decode()
+	if err != nil {
+		return zero, err
+	}
+	r, err := do(i, in)
+	if err != nil {
+		return zero, toStatus(err)
+	}
+	return r, nil
+}
+
+// noRequest is the decode of a call whose request carries nothing.
+func noRequest() (struct{}, error) { return struct{}{}, nil }
+
+// clusterOf is the decode of a request that names its cluster.
+func clusterOf(name *string) func() (string, error) {
+	return func() (string, error) {
+		if name == nil {
+			return "", invalid(errors.New("cluster_name: required"))
+		}
+		return *name, nil
+	}
+}
+
 func (s *server) instancesV2() (cloudprovider.InstancesV2, error) {
 	if v2, ok := s.p.InstancesV2(); ok && v2 != nil {
 		return v2, nil
@@ -271,52 +306,33 @@ func decodeNode(b []byte) (*v1.Node, error) {
 	return n, nil
 }
 
+// nodeOf is the decode of a request that carries a Node.
+func nodeOf(b []byte) func() (*v1.Node, error) {
+	return func() (*v1.Node, error) { return decodeNode(b) }
+}
+
 func (s *server) InstanceExists(ctx context.Context, req *pb.InstanceRequest) (*pb.InstanceExistsResponse, error) {
-	v2, err := s.instancesV2()
-	if err != nil {
-		return nil, err
-	}
-	node, err := decodeNode(req.Node)
-	if err != nil {
-		return nil, err
-	}
-	exists, err := v2.InstanceExists(ctx, node)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	return &pb.InstanceExistsResponse{Exists: proto.Bool(exists)}, nil
+	return serve(s.instancesV2, nodeOf(req.Node), func(v2 cloudprovider.InstancesV2, node *v1.Node) (*pb.InstanceExistsResponse, error) {
+		exists, err := v2.InstanceExists(ctx, node)
+		return &pb.InstanceExistsResponse{Exists: proto.Bool(exists)}, err
+	})
 }
 
 func (s *server) InstanceShutdown(ctx context.Context, req *pb.InstanceRequest) (*pb.InstanceShutdownResponse, error) {
-	v2, err := s.instancesV2()
-	if err != nil {
-		return nil, err
-	}
-	node, err := decodeNode(req.Node)
-	if err != nil {
-		return nil, err
-	}
-	down, err := v2.InstanceShutdown(ctx, node)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	return &pb.InstanceShutdownResponse{Shutdown: proto.Bool(down)}, nil
+	return serve(s.instancesV2, nodeOf(req.Node), func(v2 cloudprovider.InstancesV2, node *v1.Node) (*pb.InstanceShutdownResponse, error) {
+		down, err := v2.InstanceShutdown(ctx, node)
+		return &pb.InstanceShutdownResponse{Shutdown: proto.Bool(down)}, err
+	})
 }
 
 func (s *server) InstanceMetadata(ctx context.Context, req *pb.InstanceRequest) (*pb.InstanceMetadataResponse, error) {
-	v2, err := s.instancesV2()
-	if err != nil {
-		return nil, err
-	}
-	node, err := decodeNode(req.Node)
-	if err != nil {
-		return nil, err
-	}
-	md, err := v2.InstanceMetadata(ctx, node)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	return &pb.InstanceMetadataResponse{Metadata: toMetadata(md)}, nil
+	return serve(s.instancesV2, nodeOf(req.Node), func(v2 cloudprovider.InstancesV2, node *v1.Node) (*pb.InstanceMetadataResponse, error) {
+		md, err := v2.InstanceMetadata(ctx, node)
+		if err != nil {
+			return nil, err
+		}
+		return &pb.InstanceMetadataResponse{Metadata: toMetadata(md)}, nil
+	})
 }
 
 func (s *server) instanceLister() (stratus.InstanceLister, error) {
@@ -332,19 +348,17 @@ func (s *server) instanceLister() (stratus.InstanceLister, error) {
 }
 
 func (s *server) ListInstances(ctx context.Context, _ *pb.ListInstancesRequest) (*pb.ListInstancesResponse, error) {
-	l, err := s.instanceLister()
-	if err != nil {
-		return nil, err
-	}
-	list, err := l.ListInstances(ctx)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	resp := &pb.ListInstancesResponse{Instances: make([]*pb.Instance, 0, len(list))}
-	for _, in := range list {
-		resp.Instances = append(resp.Instances, toInstance(in))
-	}
-	return resp, nil
+	return serve(s.instanceLister, noRequest, func(l stratus.InstanceLister, _ struct{}) (*pb.ListInstancesResponse, error) {
+		list, err := l.ListInstances(ctx)
+		if err != nil {
+			return nil, err
+		}
+		resp := &pb.ListInstancesResponse{Instances: make([]*pb.Instance, 0, len(list))}
+		for _, in := range list {
+			resp.Instances = append(resp.Instances, toInstance(in))
+		}
+		return resp, nil
+	})
 }
 
 func (s *server) WatchInstances(_ *pb.WatchInstancesRequest, stream pb.Provider_WatchInstancesServer) error {
@@ -405,6 +419,13 @@ func (s *server) loadBalancer() (cloudprovider.LoadBalancer, error) {
 	return nil, status.Error(codes.Unimplemented, "the provider does not support LoadBalancer")
 }
 
+// lbRequest is what a load-balancer call's request carries.
+type lbRequest struct {
+	cluster string
+	svc     *v1.Service
+	nodes   []*v1.Node
+}
+
 func decodeLBRequest(clusterName *string, svcJSON []byte, nodesJSON [][]byte) (*v1.Service, []*v1.Node, error) {
 	if clusterName == nil {
 		return nil, nil, invalid(errors.New("cluster_name: required"))
@@ -424,104 +445,94 @@ func decodeLBRequest(clusterName *string, svcJSON []byte, nodesJSON [][]byte) (*
 	return svc, nodes, nil
 }
 
-func (s *server) GetLoadBalancer(ctx context.Context, req *pb.LoadBalancerRequest) (*pb.GetLoadBalancerResponse, error) {
-	lb, err := s.loadBalancer()
-	if err != nil {
-		return nil, err
+// lbRequestOf is the decode of a load-balancer call's request: the
+// cluster, the Service and, for Ensure and Update, the Nodes.
+func lbRequestOf(clusterName *string, svcJSON []byte, nodesJSON [][]byte) func() (lbRequest, error) {
+	return func() (lbRequest, error) {
+		svc, nodes, err := decodeLBRequest(clusterName, svcJSON, nodesJSON)
+		if err != nil {
+			return lbRequest{}, err
+		}
+		return lbRequest{cluster: *clusterName, svc: svc, nodes: nodes}, nil
 	}
-	svc, _, err := decodeLBRequest(req.ClusterName, req.Service, nil)
-	if err != nil {
-		return nil, err
-	}
-	st, exists, err := lb.GetLoadBalancer(ctx, req.GetClusterName(), svc)
-	if err != nil {
-		return nil, toStatus(err)
-	}
+}
+
+// lbStatusOf encodes the load-balancer status of a response.
+func lbStatusOf(st *v1.LoadBalancerStatus) ([]byte, error) {
 	b, err := encodeStatus(st)
 	if err != nil {
 		return nil, status.Errorf(codes.Internal, "encode load-balancer status: %v", err)
+	}
+	return b, nil
+}
+
+func (s *server) GetLoadBalancer(ctx context.Context, req *pb.LoadBalancerRequest) (*pb.GetLoadBalancerResponse, error) {
+	var exists bool
+	st, err := serve(s.loadBalancer, lbRequestOf(req.ClusterName, req.Service, nil), func(lb cloudprovider.LoadBalancer, in lbRequest) (st *v1.LoadBalancerStatus, err error) {
+		st, exists, err = lb.GetLoadBalancer(ctx, in.cluster, in.svc)
+		return st, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	b, err := lbStatusOf(st)
+	if err != nil {
+		return nil, err
 	}
 	return &pb.GetLoadBalancerResponse{Exists: proto.Bool(exists), Status: b}, nil
 }
 
 func (s *server) GetLoadBalancerName(ctx context.Context, req *pb.LoadBalancerRequest) (*pb.GetLoadBalancerNameResponse, error) {
-	lb, err := s.loadBalancer()
-	if err != nil {
-		return nil, err
-	}
-	svc, _, err := decodeLBRequest(req.ClusterName, req.Service, nil)
-	if err != nil {
-		return nil, err
-	}
-	return &pb.GetLoadBalancerNameResponse{Name: proto.String(lb.GetLoadBalancerName(ctx, req.GetClusterName(), svc))}, nil
+	return serve(s.loadBalancer, lbRequestOf(req.ClusterName, req.Service, nil), func(lb cloudprovider.LoadBalancer, in lbRequest) (*pb.GetLoadBalancerNameResponse, error) {
+		return &pb.GetLoadBalancerNameResponse{Name: proto.String(lb.GetLoadBalancerName(ctx, in.cluster, in.svc))}, nil
+	})
 }
 
 func (s *server) EnsureLoadBalancer(ctx context.Context, req *pb.LoadBalancerNodesRequest) (*pb.EnsureLoadBalancerResponse, error) {
-	lb, err := s.loadBalancer()
+	st, err := serve(s.loadBalancer, lbRequestOf(req.ClusterName, req.Service, req.Nodes), func(lb cloudprovider.LoadBalancer, in lbRequest) (*v1.LoadBalancerStatus, error) {
+		return lb.EnsureLoadBalancer(ctx, in.cluster, in.svc, in.nodes)
+	})
 	if err != nil {
 		return nil, err
 	}
-	svc, nodes, err := decodeLBRequest(req.ClusterName, req.Service, req.Nodes)
+	b, err := lbStatusOf(st)
 	if err != nil {
 		return nil, err
-	}
-	st, err := lb.EnsureLoadBalancer(ctx, req.GetClusterName(), svc, nodes)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	b, err := encodeStatus(st)
-	if err != nil {
-		return nil, status.Errorf(codes.Internal, "encode load-balancer status: %v", err)
 	}
 	return &pb.EnsureLoadBalancerResponse{Status: b}, nil
 }
 
 func (s *server) UpdateLoadBalancer(ctx context.Context, req *pb.LoadBalancerNodesRequest) (*pb.UpdateLoadBalancerResponse, error) {
-	lb, err := s.loadBalancer()
-	if err != nil {
-		return nil, err
-	}
-	svc, nodes, err := decodeLBRequest(req.ClusterName, req.Service, req.Nodes)
-	if err != nil {
-		return nil, err
-	}
-	if err := lb.UpdateLoadBalancer(ctx, req.GetClusterName(), svc, nodes); err != nil {
-		return nil, toStatus(err)
-	}
-	return &pb.UpdateLoadBalancerResponse{}, nil
+	return serve(s.loadBalancer, lbRequestOf(req.ClusterName, req.Service, req.Nodes), func(lb cloudprovider.LoadBalancer, in lbRequest) (*pb.UpdateLoadBalancerResponse, error) {
+		return &pb.UpdateLoadBalancerResponse{}, lb.UpdateLoadBalancer(ctx, in.cluster, in.svc, in.nodes)
+	})
 }
 
 func (s *server) EnsureLoadBalancerDeleted(ctx context.Context, req *pb.LoadBalancerRequest) (*pb.EnsureLoadBalancerDeletedResponse, error) {
-	lb, err := s.loadBalancer()
-	if err != nil {
-		return nil, err
+	return serve(s.loadBalancer, lbRequestOf(req.ClusterName, req.Service, nil), func(lb cloudprovider.LoadBalancer, in lbRequest) (*pb.EnsureLoadBalancerDeletedResponse, error) {
+		return &pb.EnsureLoadBalancerDeletedResponse{}, lb.EnsureLoadBalancerDeleted(ctx, in.cluster, in.svc)
+	})
+}
+
+func (s *server) loadBalancerLister() (stratus.LoadBalancerLister, error) {
+	if l, ok := lbExtension[stratus.LoadBalancerLister](s.p); ok {
+		return l, nil
 	}
-	svc, _, err := decodeLBRequest(req.ClusterName, req.Service, nil)
-	if err != nil {
-		return nil, err
-	}
-	if err := lb.EnsureLoadBalancerDeleted(ctx, req.GetClusterName(), svc); err != nil {
-		return nil, toStatus(err)
-	}
-	return &pb.EnsureLoadBalancerDeletedResponse{}, nil
+	return nil, status.Error(codes.Unimplemented, "the provider does not list load balancers")
 }
 
 func (s *server) ListLoadBalancers(ctx context.Context, req *pb.ListLoadBalancersRequest) (*pb.ListLoadBalancersResponse, error) {
-	if req.ClusterName == nil {
-		return nil, invalid(errors.New("cluster_name: required"))
-	}
-	lister, ok := s.p.(stratus.LoadBalancerLister)
-	if !ok {
-		if lb, supported := s.p.LoadBalancer(); supported && lb != nil {
-			lister, ok = lb.(stratus.LoadBalancerLister)
-		}
-	}
-	if !ok {
-		return nil, status.Error(codes.Unimplemented, "the provider does not list load balancers")
-	}
-	refs, err := lister.ListLoadBalancers(ctx, req.GetClusterName())
+	// The cluster is checked before the provider's support, unlike the
+	// other calls.
+	cluster, err := clusterOf(req.ClusterName)()
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, err
+	}
+	refs, err := serve(s.loadBalancerLister, noRequest, func(l stratus.LoadBalancerLister, _ struct{}) ([]stratus.LoadBalancerRef, error) {
+		return l.ListLoadBalancers(ctx, cluster)
+	})
+	if err != nil {
+		return nil, err
 	}
 	resp := &pb.ListLoadBalancersResponse{LoadBalancers: make([]*pb.LoadBalancerRef, 0, len(refs))}
 	for _, r := range refs {
@@ -542,60 +553,48 @@ func (s *server) routes() (cloudprovider.Routes, error) {
 }
 
 func (s *server) ListRoutes(ctx context.Context, req *pb.ListRoutesRequest) (*pb.ListRoutesResponse, error) {
-	r, err := s.routes()
-	if err != nil {
-		return nil, err
-	}
-	if req.ClusterName == nil {
-		return nil, invalid(errors.New("cluster_name: required"))
-	}
-	list, err := r.ListRoutes(ctx, req.GetClusterName())
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	resp := &pb.ListRoutesResponse{Routes: make([]*pb.Route, 0, len(list))}
-	for _, route := range list {
-		if route != nil {
-			resp.Routes = append(resp.Routes, toRoute(route))
+	return serve(s.routes, clusterOf(req.ClusterName), func(r cloudprovider.Routes, cluster string) (*pb.ListRoutesResponse, error) {
+		list, err := r.ListRoutes(ctx, cluster)
+		if err != nil {
+			return nil, err
 		}
+		resp := &pb.ListRoutesResponse{Routes: make([]*pb.Route, 0, len(list))}
+		for _, route := range list {
+			if route != nil {
+				resp.Routes = append(resp.Routes, toRoute(route))
+			}
+		}
+		return resp, nil
+	})
+}
+
+// routeOf is the decode of a route call's request: its route, when the
+// fields the call requires are set.
+func routeOf(r *pb.Route, set bool, fields string) func() (*cloudprovider.Route, error) {
+	return func() (*cloudprovider.Route, error) {
+		if !set {
+			return nil, invalid(errors.New(fields + ": required"))
+		}
+		route, err := fromRoute("route", r)
+		if err != nil {
+			return nil, invalid(err)
+		}
+		return route, nil
 	}
-	return resp, nil
 }
 
 func (s *server) CreateRoute(ctx context.Context, req *pb.CreateRouteRequest) (*pb.CreateRouteResponse, error) {
-	r, err := s.routes()
-	if err != nil {
-		return nil, err
-	}
-	if req.ClusterName == nil || req.NameHint == nil {
-		return nil, invalid(errors.New("cluster_name and name_hint: required"))
-	}
-	route, err := fromRoute("route", req.Route)
-	if err != nil {
-		return nil, invalid(err)
-	}
-	if err := r.CreateRoute(ctx, req.GetClusterName(), req.GetNameHint(), route); err != nil {
-		return nil, toStatus(err)
-	}
-	return &pb.CreateRouteResponse{}, nil
+	decode := routeOf(req.Route, req.ClusterName != nil && req.NameHint != nil, "cluster_name and name_hint")
+	return serve(s.routes, decode, func(r cloudprovider.Routes, route *cloudprovider.Route) (*pb.CreateRouteResponse, error) {
+		return &pb.CreateRouteResponse{}, r.CreateRoute(ctx, req.GetClusterName(), req.GetNameHint(), route)
+	})
 }
 
 func (s *server) DeleteRoute(ctx context.Context, req *pb.DeleteRouteRequest) (*pb.DeleteRouteResponse, error) {
-	r, err := s.routes()
-	if err != nil {
-		return nil, err
-	}
-	if req.ClusterName == nil {
-		return nil, invalid(errors.New("cluster_name: required"))
-	}
-	route, err := fromRoute("route", req.Route)
-	if err != nil {
-		return nil, invalid(err)
-	}
-	if err := r.DeleteRoute(ctx, req.GetClusterName(), route); err != nil {
-		return nil, toStatus(err)
-	}
-	return &pb.DeleteRouteResponse{}, nil
+	decode := routeOf(req.Route, req.ClusterName != nil, "cluster_name")
+	return serve(s.routes, decode, func(r cloudprovider.Routes, route *cloudprovider.Route) (*pb.DeleteRouteResponse, error) {
+		return &pb.DeleteRouteResponse{}, r.DeleteRoute(ctx, req.GetClusterName(), route)
+	})
 }
 
 // TLSConfig names the files of mutual TLS. On the plugin's side (Serve),
