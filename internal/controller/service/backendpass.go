@@ -1,0 +1,175 @@
+package service
+
+// The coalescing backend pass: the node syncer's single work item, which
+// sends every ensured load balancer whose backend set changed its new set
+// with UpdateLoadBalancer, at most once per window, and hands failures to the
+// service workers.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"golang.org/x/sync/errgroup"
+	v1 "k8s.io/api/core/v1"
+	cloudprovider "k8s.io/cloud-provider"
+	cloudproviderapi "k8s.io/cloud-provider/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/stratus-ccm/stratus/internal/cloud"
+)
+
+// nodeSyncer runs one backend update pass per window.
+type nodeSyncer struct{ *Controller }
+
+// Reconcile updates the backends of every ensured load balancer whose backend set
+// changed since it was last synced, Workers at a time. Services whose update
+// failed are handed to the service workers for a full ensure.
+//
+// Each update is sent the newest backend set: when nodes changed while the
+// pass ran (a pass over many load balancers of a slow cloud can outlast a
+// burst of joining nodes), the set is computed again before the next update
+// goes out, so the later load balancers of the pass get the nodes that joined
+// meanwhile and the pass those changes start has only the earlier ones to do.
+// It is computed at most once per NodeUpdateWindow: every load balancer keeps
+// the set it was sent until the next pass, and a set per update while
+// thousands of nodes join would be thousands of sets of thousands of nodes.
+func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
+	start := s.opts.Clock.Now()
+	if wait := s.burst.hold(start, s.opts.NodeUpdateWindow); wait > 0 {
+		return reconcile.Result{RequeueAfter: wait}, nil
+	}
+	defer func() { nodeSyncLatency.Observe(s.opts.Clock.Since(start).Seconds()) }()
+	seen, computed := s.burst.changes(), start
+	nodes, recheck, err := s.backends(ctx)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	set := s.sets.share(newNodeSet(nodes))
+	holdAdds, requeue := s.pass.holdAdds(start, s.opts.NodeInitWait, recheck)
+	g, gctx := errgroup.WithContext(ctx)
+	// A slot is taken before the set is looked at, so that an update waiting
+	// for a worker does not go out with the set of when it started waiting.
+	slots := make(chan struct{}, s.opts.Workers)
+	updated := false
+	for _, key := range s.cache.keys() {
+		var svc v1.Service
+		if err := s.client.Get(ctx, key, &svc); err != nil {
+			continue // gone: the service workers clean up
+		}
+		if s.clouds.ForService(&svc) == nil || !wantsLB(&svc) {
+			continue
+		}
+		slots <- struct{}{}
+		if now := s.opts.Clock.Now(); now.Sub(computed) >= s.opts.NodeUpdateWindow {
+			if seq := s.burst.changes(); seq != seen {
+				if fresh, _, err := s.backends(ctx); err == nil {
+					nodes, set, seen, computed = fresh, s.sets.share(newNodeSet(fresh)), seq, now
+				}
+			}
+		}
+		if !updatesBackends(holdAdds, s.cache.nodesOf(key), set) {
+			<-slots
+			continue
+		}
+		entry, changed := s.cache.swapNodes(key, svc.UID, set)
+		if !changed {
+			<-slots
+			continue
+		}
+		updated = true
+		sent := nodes // the set swapNodes recorded, whatever later iterations compute
+		g.Go(func() error {
+			defer func() { <-slots }()
+			s.updateBackends(gctx, &svc, entry, sent)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	if updated {
+		backendBatches.Inc()
+	}
+	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// updateBackends sends one load balancer its new backend set. It holds the
+// Service's lock, and reads the Service again under it: a sync that ran
+// meanwhile may have changed the load balancer from a newer Service.
+func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry svcState, nodes []*v1.Node) {
+	key := client.ObjectKeyFromObject(svc)
+	defer s.locks.lock(key)()
+	fresh := &v1.Service{}
+	if err := s.client.Get(ctx, key, fresh); err != nil || fresh.UID != svc.UID || !wantsLB(fresh) || needsCleanup(fresh) {
+		return // gone or changed kind: the service workers handle it
+	}
+	svc = fresh
+	logger := log.FromContext(ctx).WithValues("service", key, "provider", entry.provider.Name())
+	lb, _ := entry.provider.LoadBalancer()
+	ctx = cloud.WithPriority(ctx, cloud.PriorityLBUpdate)
+	lbSyncTotal.Inc()
+	start := s.opts.Clock.Now()
+	err := lb.UpdateLoadBalancer(ctx, s.opts.ClusterName, svc, nodes)
+	updateHostLatency.Observe(s.opts.Clock.Since(start).Seconds())
+	switch {
+	case err == nil:
+		if len(nodes) == 0 {
+			s.recorder.Event(svc, v1.EventTypeWarning, "UnAvailableLoadBalancer", "There are no available nodes for LoadBalancer")
+		} else {
+			s.recorder.Event(svc, v1.EventTypeNormal, "UpdatedLoadBalancer", "Updated load balancer with new hosts")
+		}
+		// The condition follows the backend count (NoBackends <-> Ready).
+		if err := s.setReadyCondition(ctx, svc, entry, nodes); err != nil {
+			logger.Error(err, "update LoadBalancerReady condition")
+		}
+		return
+	case errors.Is(err, cloudprovider.ImplementedElsewhere):
+		return
+	}
+	if _, exists, getErr := lb.GetLoadBalancer(ctx, s.opts.ClusterName, svc); getErr == nil && !exists {
+		// Nothing to update: the next ensure creates it with the then-current nodes.
+		return
+	}
+	var retryErr *cloudproviderapi.RetryError
+	if errors.As(err, &retryErr) {
+		// The cloud is applying this change or one before it (Octavia
+		// answers 409 while a load balancer is PENDING_UPDATE, and takes
+		// one change at a time): progress, not a failure, so no Warning.
+		// The full ensure carries it to the end, requeued by its delay.
+		logger.V(1).Info("load balancer busy applying a change; finishing the backend update with a full ensure", "reason", err.Error(), "after", retryErr.RetryAfter())
+	} else {
+		nodeSyncErrors.Inc()
+		s.recorder.Eventf(svc, v1.EventTypeWarning, "UpdateLoadBalancerFailed",
+			"Error updating load balancer with new hosts %s, error: %v", eventHosts(nodes), err)
+		logger.Error(err, "update load balancer backends; retrying with a full ensure")
+	}
+	// Forget the recorded set so that the next pass retries too if the ensure fails.
+	s.cache.update(key, func(e *svcState) {
+		if e.svc != nil && e.svc.UID == svc.UID {
+			e.nodes = nil
+		}
+	})
+	s.retry(ctx, svc)
+}
+
+// maxNodeNames limits the node names in an UpdateLoadBalancerFailed event.
+const maxNodeNames = 20
+
+// eventHosts lists nodes for an UpdateLoadBalancerFailed event: the sorted
+// names of the first maxNodeNames and, when there are more, "<N more>" and
+// upstream's "[node names limited, total number of nodes: N]".
+func eventHosts(nodes []*v1.Node) string {
+	shown := nodes[:min(len(nodes), maxNodeNames)]
+	names := make([]string, 0, len(shown)+1)
+	for _, n := range shown {
+		names = append(names, n.Name)
+	}
+	slices.Sort(names)
+	if len(nodes) <= maxNodeNames {
+		return fmt.Sprint(names)
+	}
+	names = append(names, fmt.Sprintf("<%d more>", len(nodes)-maxNodeNames))
+	return fmt.Sprintf("%v [node names limited, total number of nodes: %d]", names, len(nodes))
+}
