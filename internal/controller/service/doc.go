@@ -23,9 +23,20 @@
 //     one backend pass sends it the current backends (the fingerprint has none,
 //     so that a backend update writes nothing to the Service).
 //
-// Each sync, backend pass and periodic scan observes, plans with a pure function
-// of what it observed, the state kept per Service and the time of the injected
-// Options.Clock (plan.go), and applies the plan in one place.
+// Each sync, backend pass and periodic scan observes, plans with pure functions
+// of what it observed, the state kept between them and the time of the
+// injected Options.Clock (plan.go), and applies the plan. A Service's sync
+// (reconcile.go) observes what its plan reads without writing anything
+// (observe), computes one plan (planService) and carries it out in one place
+// (Controller.apply): deleting the old load balancer, the finalizer on and
+// off, an adoption, the EnsureLoadBalancer call, events, the condition, the
+// status and the state kept are all actions of it. EnsureLoadBalancer's
+// answer continues the plan as planEnsureResult plans it, and a failed write
+// ends it as planFailure plans. The backend pass (backendpass.go) runs on the
+// node changes of nodeevents.go over the backends that backends.go selects
+// from the node index (nodeindex.go); the periodic scan is periodic.go.
+// fingerprint.go holds what a load balancer is made of (lbConfig), the
+// Service changes that re-ensure it and the fingerprint adoption reads.
 //
 // Add registers all of it with a controller-runtime manager. docs/loadbalancers.md
 // is the user-facing description; docs/design/service-plan.md explains the shape.

@@ -8,28 +8,40 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
+	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // A Service's sync, a backend pass and a periodic scan each have three steps,
 // kept apart so that the decisions can be tested on their own with any clock:
 //
-//  1. observe: the Service and the Nodes from the informer cache, and what the
-//     provider answers (EnsureLoadBalancer's result, a shared listing of the
-//     load balancers provisioning, the cached instance listing that names
-//     joining nodes, the periodic listings for drift and orphans);
+//  1. observe: the Service and the Nodes from the informer cache, the state
+//     kept, and what the provider answers before anything is written (for a
+//     Service: whether its load balancer exists before a cleanup, the shared
+//     listing of the load balancers provisioning; for the backend pass: the
+//     cached instance listing that names joining nodes; for the periodic
+//     scan: the listings for drift and orphans);
 //  2. plan: a pure function of those observations, now (Options.Clock) and
 //     the state the controller keeps between syncs (svcState per Service,
 //     passState for the backend passes, the orphans' first sightings),
-//     returning actions (planSync, planEnsure, planListing, planEnsureResult,
-//     selectBackends, nodeBurst.hold, passState.holdAdds, driftReason,
-//     planOrphans);
-//  3. apply: the actions carried out against the API server and the cloud
-//     (Controller.apply for a Service's actions, the node syncer and the
-//     periodic scan for theirs), whose outcomes are fed back into the state.
+//     returning actions. A Service's sync has one plan, planService (built
+//     from planSync, planDeleteOld, planCleanup, planEnsure,
+//     planEnsureService, planListing): deleting the old load balancer,
+//     remembering or forgetting the Service, the finalizer on or off, an
+//     adoption, the EnsureLoadBalancer call, events, the condition, the
+//     status, a requeue. The backend pass plans with selectBackends,
+//     nodeBurst.hold, passState.holdAdds and updatesBackends, the periodic
+//     scan with driftReason and planOrphans;
+//  3. apply: the actions carried out against the API server and the cloud,
+//     whose outcomes are fed back into the state: Controller.apply is the one
+//     place that carries out a Service's plan. What an action's outcome
+//     decides is planned by pure functions too: planEnsureResult for
+//     EnsureLoadBalancer's answer, planFailure for a failed write. The node
+//     syncer and the periodic scan apply theirs.
 
 // phase is where a Service's load balancer stands in this process.
 type phase int
@@ -74,7 +86,7 @@ const (
 	stepEnsure
 )
 
-// syncObs is what a sync observed of its Service.
+// syncObs is what a sync observed of its Service, as planSync reads it.
 type syncObs struct {
 	// found: the Service exists; served: a provider that does load
 	// balancers serves its class.
@@ -97,7 +109,8 @@ type syncDecision struct {
 	firstSight bool
 }
 
-// planSync decides what a sync does with what it observed.
+// planSync decides which step a sync takes with what it observed. Both
+// observe (to know what else to look at) and planService read it.
 func planSync(o syncObs) syncDecision {
 	switch {
 	case !o.found:
@@ -136,7 +149,8 @@ const (
 // is fp, with the backends set: adopt it on first sight when its condition
 // records fp (its backends are sent again by the next backend pass), ask the
 // shared listing while an Ensure of fp with the same backends is
-// provisioning, call Ensure otherwise.
+// provisioning, call Ensure otherwise. Both observe (to know whether to ask
+// the listing) and planService read it.
 func planEnsure(st svcState, firstSight, adoptable bool, fp string, set nodeSet) ensureStep {
 	switch {
 	case firstSight && adoptable:
@@ -148,11 +162,66 @@ func planEnsure(st svcState, firstSight, adoptable bool, fp string, set nodeSet)
 	}
 }
 
+// listingAnswer is the shared provisioning listing's answer for a Service
+// (provisioningListings.state): its state, the load balancer's status when
+// active, and how long to wait when the listing cannot be taken yet.
+type listingAnswer struct {
+	state  lbState
+	status *v1.LoadBalancerStatus
+	wait   time.Duration
+}
+
+// observation is everything a Service's sync observed before it acts:
+// planService's whole input besides the time. What is observed depends on
+// the step (planSync) and, for an ensure, on planEnsure: only what the plan
+// reads is looked at.
+type observation struct {
+	syncObs
+	// key names the Service; svc is it as read (nil when gone), served by
+	// provider.
+	key      types.NamespacedName
+	svc      *v1.Service
+	provider *cloud.Provider
+	// last is the state kept for key: the previous incarnation's when the
+	// Service was recreated, the vanished Service's when it is gone.
+	last svcState
+
+	// A cleanup's: whether the cloud has the load balancer, or the error
+	// of asking.
+	exists    bool
+	existsErr error
+
+	// An ensure's: the annotations' validation error (when set, nothing
+	// below was observed), the error of listing the backends (when set,
+	// nothing below it was), the backends and their set, the
+	// configuration's fingerprint, whether the Service's condition records
+	// it (adoptable), and the shared listing's answer when planEnsure asks
+	// it.
+	invalid   error
+	nodesErr  error
+	nodes     []*v1.Node
+	set       nodeSet
+	fp        string
+	adoptable bool
+	listing   listingAnswer
+}
+
+// ensureState is the state an ensure starts from: the state kept, or, for a
+// recreated Service, the empty state of its new incarnation (the old one's
+// is forgotten once its load balancer is deleted).
+func (o *observation) ensureState() svcState {
+	if o.recreated {
+		return svcState{}
+	}
+	return o.last
+}
+
 // actionKind is one thing a Service's sync does.
 type actionKind int
 
 const (
-	// actEvent records an event on the Service.
+	// actEvent records an event on the Service (on its previous
+	// incarnation, or the vanished Service, when old).
 	actEvent actionKind = iota
 	// actCondition writes the LoadBalancerReady condition; a failed write
 	// fails the sync unless bestEffort.
@@ -169,13 +238,59 @@ const (
 	actRequeue
 	// actFail ends the sync with err (the work queue backs off).
 	actFail
+	// actRemember records the Service as observed (and its provider) as the
+	// last seen of its name; a new UID starts a new state.
+	actRemember
+	// actForget drops the state kept for the Service.
+	actForget
+	// actDeleteOld deletes the load balancer of the Service as last seen
+	// (vanished, or replaced by a new incarnation).
+	actDeleteOld
+	// actDeleteLB deletes the Service's load balancer; a provider that
+	// says another controller implements it has nothing to delete.
+	actDeleteLB
+	// actFinalizer adds our finalizer to the Service (add) or removes it.
+	// An Ensure that follows an addition is told that the load balancer
+	// does not exist.
+	actFinalizer
+	// actClearStatus clears the Service's load balancer status and its
+	// LoadBalancerReady condition.
+	actClearStatus
+	// actAdopt records the load balancer ensured without a cloud call,
+	// with set as its (unverified) backends, and asks the node syncer for
+	// a pass that sends them.
+	actAdopt
+	// actSent records set as the backend set the coming Ensure sends (and
+	// the incarnation's first Ensure's time, for the latency metric).
+	actSent
+	// actEnsure calls EnsureLoadBalancer with nodes; the sync goes on with
+	// planEnsureResult of its answer (for the backends set and the
+	// configuration fp).
+	actEnsure
+)
+
+// failEvent is the event a failed action records before the sync ends.
+type failEvent int
+
+const (
+	// The zero failEvent records none.
+	_ failEvent = iota
+	// failSyncEvent records Warning SyncLoadBalancerFailed with the
+	// wrapped error.
+	failSyncEvent
+	// failDeleteEvent records Warning DeleteLoadBalancerFailed with the
+	// error itself on the Service the action concerns.
+	failDeleteEvent
 )
 
 // action is one step of a Service's plan.
 type action struct {
 	kind actionKind
-	// eventType, reason and message describe an actEvent.
+	// eventType, reason and message describe an actEvent; old puts an
+	// event, or an actDeleteOld's failure event, on the Service as last
+	// seen instead of the observed one.
 	eventType, reason, message string
+	old                        bool
 	// cond is an actCondition's or actPublish's condition.
 	cond       metav1.Condition
 	bestEffort bool
@@ -187,15 +302,158 @@ type action struct {
 	after time.Duration
 	// err is actFail's error.
 	err error
+	// add: actFinalizer adds the finalizer (else it removes it).
+	add bool
+	// nodes, set and fp are the backends and the configuration of
+	// actEnsure, actSent and actAdopt.
+	nodes []*v1.Node
+	set   nodeSet
+	fp    string
+	// failWrap is the context a failure of a write is wrapped in ("":
+	// none); failEvent the event it records (planFailure).
+	failWrap  string
+	failEvent failEvent
 }
 
 func emit(eventType, reason, message string) action {
 	return action{kind: actEvent, eventType: eventType, reason: reason, message: message}
 }
 
+// emitOld is emit on the Service as last seen.
+func emitOld(eventType, reason, message string) action {
+	a := emit(eventType, reason, message)
+	a.old = true
+	return a
+}
+
 // syncFailed is the Warning event of a sync that failed with err.
 func syncFailed(err error) action {
 	return emit(v1.EventTypeWarning, "SyncLoadBalancerFailed", fmt.Sprintf("Error syncing load balancer: %v", err))
+}
+
+// planFailure is what follows when carrying out a failed with err: the
+// failure's event (a.failEvent), then the end of the sync with err wrapped
+// in a.failWrap. The rest of the plan is dropped.
+func planFailure(a action, err error) []action {
+	wrapped := err
+	if a.failWrap != "" {
+		wrapped = fmt.Errorf("%s: %w", a.failWrap, err)
+	}
+	var out []action
+	switch a.failEvent {
+	case failSyncEvent:
+		out = append(out, syncFailed(wrapped))
+	case failDeleteEvent:
+		ev := emit(v1.EventTypeWarning, "DeleteLoadBalancerFailed", fmt.Sprintf("Error deleting load balancer: %v", err))
+		ev.old = a.old
+		out = append(out, ev)
+	}
+	return append(out, action{kind: actFail, err: wrapped})
+}
+
+// planService is a sync's plan: a pure function of what it observed (o) and
+// now. The actions run in order (Controller.apply); those that write to the
+// cloud or the API server carry what their failure does (planFailure), and
+// the Ensure's answer is planned by planEnsureResult when it comes.
+//
+//   - a Service gone, or recreated under the same name: the load balancer of
+//     the Service as last seen is deleted first (planDeleteOld);
+//   - then the Service is remembered as observed, and, as planSync decides,
+//     cleaned up (planCleanup) or ensured (planEnsureService).
+func planService(now time.Time, o *observation) []action {
+	d := planSync(o.syncObs)
+	var plan []action
+	if d.step == stepDeleteVanished || d.deleteOld {
+		plan = planDeleteOld(o)
+	}
+	if d.step == stepNone || d.step == stepDeleteVanished {
+		return plan
+	}
+	plan = append(plan, action{kind: actRemember})
+	if d.step == stepCleanup {
+		return append(plan, planCleanup(o)...)
+	}
+	return append(plan, planEnsureService(now, o, d.firstSight)...)
+}
+
+// planDeleteOld deletes the load balancer of the Service as last seen (o.last)
+// when it wanted one, and forgets its state.
+func planDeleteOld(o *observation) []action {
+	old := o.last.svc
+	if old == nil || !wantsLB(old) {
+		return []action{{kind: actForget}}
+	}
+	return []action{
+		emitOld(v1.EventTypeNormal, "DeletingLoadBalancer", "Deleting load balancer"),
+		{kind: actDeleteOld, old: true, failEvent: failDeleteEvent,
+			failWrap: fmt.Sprintf("delete load balancer of vanished service %s (uid %s)", o.key, old.UID)},
+		emitOld(v1.EventTypeNormal, "DeletedLoadBalancer", "Deleted load balancer"),
+		{kind: actForget},
+	}
+}
+
+// planCleanup deletes the load balancer of a Service that no longer wants one
+// (or is being deleted) when the cloud has it, then removes the finalizer,
+// clears the status and forgets the state. Any failure records
+// SyncLoadBalancerFailed and ends the sync.
+func planCleanup(o *observation) []action {
+	failing := func(a action, what string) action {
+		a.failWrap, a.failEvent = fmt.Sprintf("%s of service %s", what, o.key), failSyncEvent
+		return a
+	}
+	if o.existsErr != nil {
+		return planFailure(failing(action{}, "failed to check if load balancer exists before cleanup"), o.existsErr)
+	}
+	var plan []action
+	if o.exists {
+		plan = append(plan,
+			emit(v1.EventTypeNormal, "DeletingLoadBalancer", "Deleting load balancer"),
+			failing(action{kind: actDeleteLB}, "delete load balancer"))
+	}
+	return append(plan,
+		failing(action{kind: actFinalizer}, "remove finalizer"),
+		emit(v1.EventTypeNormal, "DeletedLoadBalancer", "Deleted load balancer"),
+		failing(action{kind: actClearStatus}, "clear status"),
+		action{kind: actForget})
+}
+
+// planEnsureService creates or updates the load balancer (planEnsure says how):
+// a Service with invalid annotations gets planInvalid, one whose backends
+// could not be listed fails (to be retried); on first sight, one
+// whose Ready condition records the current configuration is adopted; while
+// its Ensure provisions, the shared listing's answer is planned
+// (planListing); otherwise the finalizer goes on before EnsureLoadBalancer is
+// called, and planEnsureResult plans its answer.
+func planEnsureService(now time.Time, o *observation, firstSight bool) []action {
+	switch {
+	case o.invalid != nil:
+		return planInvalid(o.invalid)
+	case o.nodesErr != nil:
+		return []action{{kind: actFail, err: o.nodesErr}}
+	}
+	st := o.ensureState()
+	switch planEnsure(st, firstSight, o.adoptable, o.fp, o.set) {
+	case ensureAdopt:
+		return []action{{kind: actAdopt, set: o.set}}
+	case ensureAskListing:
+		l := o.listing
+		if plan := planListing(now, st, l.state, l.status, l.wait, len(o.nodes), o.fp); plan != nil {
+			return plan
+		}
+	}
+	plan := []action{
+		emit(v1.EventTypeNormal, "EnsuringLoadBalancer", "Ensuring load balancer"),
+		// Without our finalizer, which goes on before the first Ensure and
+		// off only after the load balancer is deleted, no load balancer
+		// exists: the provider may create it without a lookup.
+		{kind: actFinalizer, add: true, failWrap: fmt.Sprintf("add finalizer to service %s", o.key)},
+	}
+	if len(o.nodes) == 0 {
+		plan = append(plan, emit(v1.EventTypeWarning, "UnAvailableLoadBalancer", "There are no available nodes for LoadBalancer"))
+	}
+	return append(plan,
+		action{kind: actSent, set: o.set},
+		action{kind: actEnsure, nodes: o.nodes, set: o.set, fp: o.fp})
 }
 
 // planInvalid is the plan of a Service whose annotations are invalid (err):

@@ -175,6 +175,9 @@ func TestBackendPassTiming(t *testing.T) {
 func describeAction(a action) string {
 	switch a.kind {
 	case actEvent:
+		if a.old {
+			return "event (old) " + a.eventType + " " + a.reason
+		}
 		return "event " + a.eventType + " " + a.reason
 	case actCondition:
 		s := "condition " + a.cond.Reason
@@ -195,8 +198,42 @@ func describeAction(a action) string {
 		return fmt.Sprintf("requeue %v", a.after)
 	case actFail:
 		return "fail: " + a.err.Error()
+	case actRemember:
+		return "remember"
+	case actForget:
+		return "forget"
+	case actDeleteOld:
+		return "delete old load balancer" + describeFailure(a)
+	case actDeleteLB:
+		return "delete load balancer" + describeFailure(a)
+	case actFinalizer:
+		if a.add {
+			return "finalizer add" + describeFailure(a)
+		}
+		return "finalizer remove" + describeFailure(a)
+	case actClearStatus:
+		return "clear status" + describeFailure(a)
+	case actAdopt:
+		return fmt.Sprintf("adopt %v", slices.Sorted(maps.Keys(a.set)))
+	case actSent:
+		return fmt.Sprintf("sent %v", slices.Sorted(maps.Keys(a.set)))
+	case actEnsure:
+		names := make([]string, 0, len(a.nodes))
+		for _, n := range a.nodes {
+			names = append(names, n.Name)
+		}
+		return fmt.Sprintf("ensure %v %s", names, a.fp)
 	}
 	return "unknown"
+}
+
+// errCloud is the error the descriptions of writes fail with.
+var errCloud = errors.New("cloud down")
+
+// describeFailure describes what a write does when it fails with errCloud
+// (planFailure).
+func describeFailure(a action) string {
+	return " / on " + errCloud.Error() + ": " + strings.Join(describeActions(planFailure(a, errCloud)), ", ")
 }
 
 func describeActions(plan []action) []string {
@@ -313,6 +350,139 @@ func TestPlanEnsure(t *testing.T) {
 	} {
 		if got := planEnsure(tc.st, tc.firstSight, tc.adoptable, tc.fp, tc.nodes); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// A sync's whole plan, from what it observed: deleting the load balancer of
+// the Service as last seen, the finalizer on before the first Ensure and off
+// after the deletion, adoption, the Ensure call, the listing's answer while
+// provisioning, and what each write does when it fails.
+func TestPlanService(t *testing.T) {
+	key := types.NamespacedName{Namespace: "ns", Name: "web"}
+	svc := lbService("web", func(s *v1.Service) { s.Namespace, s.UID = "ns", "u2" })
+	oldSvc := lbService("web", func(s *v1.Service) { s.Namespace, s.UID = "ns", "u1" })
+	n1 := passNode{name: "n1"}.node()
+	backends := []*v1.Node{n1}
+	set := newNodeSet(backends)
+	provisioning := svcState{svc: svc, phase: phaseEnsured, provisioning: provisioningWait{fp: "fp1", nodes: set, retry: time.Second, due: t0}}
+	// ensure is an observation of svc that asks for an ensure, with the
+	// state st (whose Service is svc when known).
+	ensure := func(st svcState, mutate ...func(*observation)) *observation {
+		o := &observation{key: key, svc: svc, last: st, nodes: backends, set: set, fp: "fp1",
+			syncObs: syncObs{found: true, served: true, wantsLB: true, known: st.svc != nil}}
+		if st.svc != nil {
+			o.recreated, o.knownWantedLB = st.svc.UID != svc.UID, wantsLB(st.svc)
+		}
+		for _, m := range mutate {
+			m(o)
+		}
+		return o
+	}
+	cleanup := func(mutate ...func(*observation)) *observation {
+		o := &observation{key: key, svc: svc, syncObs: syncObs{found: true, served: true, wantsLB: true, cleanup: true}}
+		for _, m := range mutate {
+			m(o)
+		}
+		return o
+	}
+	ensureCall := func(nodes string) []string {
+		return []string{
+			"event Normal EnsuringLoadBalancer",
+			"finalizer add / on cloud down: fail: add finalizer to service ns/web: cloud down",
+			"sent " + nodes,
+			"ensure " + nodes + " fp1",
+		}
+	}
+	deleteOld := []string{
+		"event (old) Normal DeletingLoadBalancer",
+		"delete old load balancer / on cloud down: event (old) Warning DeleteLoadBalancerFailed, fail: delete load balancer of vanished service ns/web (uid u1): cloud down",
+		"event (old) Normal DeletedLoadBalancer",
+		"forget",
+	}
+	for _, tc := range []struct {
+		name string
+		o    *observation
+		want []string
+	}{
+		{"new load balancer: the finalizer goes on, then Ensure", ensure(svcState{}),
+			append([]string{"remember"}, ensureCall("[n1]")...)},
+		{"no backends: the warning, and Ensure all the same", ensure(svcState{}, func(o *observation) { o.nodes, o.set = nil, nodeSet{} }),
+			[]string{"remember", "event Normal EnsuringLoadBalancer",
+				"finalizer add / on cloud down: fail: add finalizer to service ns/web: cloud down",
+				"event Warning UnAvailableLoadBalancer", "sent []", "ensure [] fp1"}},
+		{"first sight of a load balancer ensured from this configuration: adopted", ensure(svcState{}, func(o *observation) { o.adoptable = true }),
+			[]string{"remember", "adopt [n1]"}},
+		{"adoptable, but synced before: ensured", ensure(svcState{svc: svc}, func(o *observation) { o.adoptable = true }),
+			append([]string{"remember"}, ensureCall("[n1]")...)},
+		{"invalid annotations: no cloud call, no finalizer", ensure(svcState{}, func(o *observation) { o.invalid = errors.New("bad annotation") }),
+			[]string{"remember", "event Warning SyncLoadBalancerFailed", "condition " + ReasonInvalidConfiguration}},
+		{"the backends cannot be listed: remembered, and the sync fails", ensure(svcState{}, func(o *observation) { o.nodesErr = errors.New("node cache not synced") }),
+			[]string{"remember", "fail: node cache not synced"}},
+		{"provisioning, the listing shows it ready: published without an Ensure",
+			ensure(provisioning, func(o *observation) { o.listing = listingAnswer{state: lbActive, status: lbStatus} }),
+			[]string{"remember", "event Normal EnsuredLoadBalancer", "publish " + ReasonReady}},
+		{"provisioning, the listing still provisions: looked at again later",
+			ensure(provisioning, func(o *observation) { o.listing = listingAnswer{state: lbProvisioning} }),
+			[]string{"remember", "provisioning fp1 retry 1s due +1s", "requeue 1s"}},
+		{"provisioning, the listing cannot tell: Ensure", ensure(provisioning),
+			append([]string{"remember"}, ensureCall("[n1]")...)},
+		{"recreated while the old one provisioned: the old load balancer goes, the new one starts afresh",
+			ensure(svcState{svc: oldSvc, provider: nil, provisioning: provisioning.provisioning}, func(o *observation) {
+				o.listing = listingAnswer{state: lbActive, status: lbStatus} // not asked: the new incarnation has no Ensure pending
+			}),
+			slices.Concat(deleteOld, []string{"remember"}, ensureCall("[n1]"))},
+		{"cleanup of an existing load balancer: deleted, then the finalizer and the status", cleanup(func(o *observation) { o.exists = true }),
+			[]string{"remember", "event Normal DeletingLoadBalancer",
+				"delete load balancer / on cloud down: event Warning SyncLoadBalancerFailed, fail: delete load balancer of service ns/web: cloud down",
+				"finalizer remove / on cloud down: event Warning SyncLoadBalancerFailed, fail: remove finalizer of service ns/web: cloud down",
+				"event Normal DeletedLoadBalancer",
+				"clear status / on cloud down: event Warning SyncLoadBalancerFailed, fail: clear status of service ns/web: cloud down",
+				"forget"}},
+		{"cleanup of a load balancer the cloud does not have: the finalizer and the status", cleanup(),
+			[]string{"remember",
+				"finalizer remove / on cloud down: event Warning SyncLoadBalancerFailed, fail: remove finalizer of service ns/web: cloud down",
+				"event Normal DeletedLoadBalancer",
+				"clear status / on cloud down: event Warning SyncLoadBalancerFailed, fail: clear status of service ns/web: cloud down",
+				"forget"}},
+		{"cleanup, the cloud cannot tell whether it exists: nothing written", cleanup(func(o *observation) { o.existsErr = errCloud }),
+			[]string{"remember", "event Warning SyncLoadBalancerFailed",
+				"fail: failed to check if load balancer exists before cleanup of service ns/web: cloud down"}},
+		{"vanished: its load balancer as last seen is deleted", &observation{key: key, last: svcState{svc: oldSvc}}, deleteOld},
+		{"vanished without a load balancer: forgotten",
+			&observation{key: key, last: svcState{svc: lbService("web", func(s *v1.Service) { s.Spec.Type = v1.ServiceTypeClusterIP })}},
+			[]string{"forget"}},
+		{"another class: nothing", &observation{key: key, svc: svc, syncObs: syncObs{found: true, wantsLB: true}}, []string{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, describeActions(planService(t0, tc.o))); diff != "" {
+				t.Errorf("(-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// What a failed write does (planFailure): its event, if any, then the end of
+// the sync with the error in the write's context; the rest of the plan is
+// dropped.
+func TestPlanFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		a    action
+		want []string
+	}{
+		{"a condition write: the error as is", action{kind: actCondition}, []string{"fail: cloud down"}},
+		{"the finalizer before an Ensure: no event", action{kind: actFinalizer, add: true, failWrap: "add finalizer to service ns/web"},
+			[]string{"fail: add finalizer to service ns/web: cloud down"}},
+		{"a cleanup's write: the sync's warning with the wrapped error", action{kind: actClearStatus, failWrap: "clear status of service ns/web", failEvent: failSyncEvent},
+			[]string{"event Warning SyncLoadBalancerFailed", "fail: clear status of service ns/web: cloud down"}},
+	} {
+		got := planFailure(tc.a, errCloud)
+		if diff := cmp.Diff(tc.want, describeActions(got)); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+		if ev := got[0]; tc.a.failEvent == failSyncEvent && !strings.Contains(ev.message, tc.a.failWrap) {
+			t.Errorf("%s: event %q does not carry the wrapped error", tc.name, ev.message)
 		}
 	}
 }

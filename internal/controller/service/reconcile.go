@@ -34,213 +34,185 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 }
 
 // sync is Reconcile under the Service's lock: it observes the Service, plans
-// (planSync) and applies the step.
+// (planService) and applies the plan.
 func (c *Controller) sync(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	o, err := c.observe(ctx, req.NamespacedName)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	return c.apply(ctx, o, planService(c.opts.Clock.Now(), o))
+}
+
+// observe reads what planService needs: the Service and the state kept for
+// key, then, as planSync decides, what a cleanup or an ensure reads. It writes
+// nothing. Only an error reading the Service ends the sync before anything is
+// planned; the errors of later reads are observations the plan turns into a
+// failure (after remembering the Service).
+func (c *Controller) observe(ctx context.Context, key types.NamespacedName) (*observation, error) {
+	o := &observation{key: key}
 	svc := &v1.Service{}
-	var obs syncObs
-	if err := c.client.Get(ctx, req.NamespacedName, svc); err != nil {
+	if err := c.client.Get(ctx, key, svc); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("get service %s: %w", req.NamespacedName, err)
+			return nil, fmt.Errorf("get service %s: %w", key, err)
 		}
 	} else {
-		obs.found = true
+		o.found, o.svc = true, svc
 	}
-	var p *cloud.Provider
-	if obs.found {
-		p = c.clouds.ForService(svc)
-		obs.served = p != nil && supportsLB(p)
-		old, seen := c.cache.get(req.NamespacedName)
-		obs.known = seen && old.svc != nil // synced before in this process
-		if obs.known {
-			obs.recreated, obs.knownWantedLB = old.svc.UID != svc.UID, wantsLB(old.svc)
-		}
-		obs.wantsLB, obs.cleanup = wantsLB(svc), needsCleanup(svc)
+	o.last, _ = c.cache.get(key)
+	if !o.found {
+		return o, nil
 	}
-	d := planSync(obs)
-	if d.step == stepDeleteVanished || d.deleteOld {
-		// Gone, or recreated under the same name: the old incarnation's
-		// load balancer goes first.
-		if err := c.deleteVanished(ctx, req.NamespacedName); err != nil || d.step == stepDeleteVanished {
-			return reconcile.Result{}, err
-		}
+	o.provider = c.clouds.ForService(svc)
+	o.served = o.provider != nil && supportsLB(o.provider)
+	o.known = o.last.svc != nil // synced before in this process
+	if o.known {
+		o.recreated, o.knownWantedLB = o.last.svc.UID != svc.UID, wantsLB(o.last.svc)
 	}
-	if d.step == stepNone {
-		return reconcile.Result{}, nil
+	o.wantsLB, o.cleanup = wantsLB(svc), needsCleanup(svc)
+	switch d := planSync(o.syncObs); d.step {
+	case stepCleanup:
+		lb, _ := o.provider.LoadBalancer()
+		_, o.exists, o.existsErr = lb.GetLoadBalancer(cloud.WithPriority(ctx, cloud.PriorityLBWrite), c.opts.ClusterName, svc)
+	case stepEnsure:
+		c.observeEnsure(ctx, o, d.firstSight)
 	}
-	c.cache.remember(svc.DeepCopy(), p)
-	if d.step == stepCleanup {
-		if err := c.cleanup(ctx, svc, p); err != nil {
-			c.recorder.Eventf(svc, v1.EventTypeWarning, "SyncLoadBalancerFailed", "Error syncing load balancer: %v", err)
-			return reconcile.Result{}, err
-		}
-		c.cache.delete(req.NamespacedName)
-		return reconcile.Result{}, nil
-	}
-	return c.ensure(ctx, svc, p, d.firstSight)
+	return o, nil
 }
 
-// deleteVanished deletes the load balancer of a Service that is gone (or was
-// replaced by a new incarnation) as the cache last saw it.
-func (c *Controller) deleteVanished(ctx context.Context, key types.NamespacedName) error {
-	old, ok := c.cache.get(key)
-	if !ok || old.svc == nil || !wantsLB(old.svc) {
-		c.cache.delete(key)
-		return nil
-	}
-	c.recorder.Event(old.svc, v1.EventTypeNormal, "DeletingLoadBalancer", "Deleting load balancer")
-	lb, _ := old.provider.LoadBalancer()
-	err := lb.EnsureLoadBalancerDeleted(cloud.WithPriority(ctx, cloud.PriorityLBWrite), c.opts.ClusterName, old.svc)
-	if err != nil {
-		c.recorder.Eventf(old.svc, v1.EventTypeWarning, "DeleteLoadBalancerFailed", "Error deleting load balancer: %v", err)
-		return fmt.Errorf("delete load balancer of vanished service %s (uid %s): %w", key, old.svc.UID, err)
-	}
-	c.recorder.Event(old.svc, v1.EventTypeNormal, "DeletedLoadBalancer", "Deleted load balancer")
-	c.cache.delete(key)
-	return nil
-}
-
-// cleanup deletes the load balancer of a Service that no longer wants one (or is
-// being deleted), then removes the finalizer and clears the status.
-func (c *Controller) cleanup(ctx context.Context, svc *v1.Service, p *cloud.Provider) error {
-	key := client.ObjectKeyFromObject(svc)
-	lb, _ := p.LoadBalancer()
-	ctx = cloud.WithPriority(ctx, cloud.PriorityLBWrite)
-	_, exists, err := lb.GetLoadBalancer(ctx, c.opts.ClusterName, svc)
-	if err != nil {
-		return fmt.Errorf("failed to check if load balancer exists before cleanup of service %s: %w", key, err)
-	}
-	if exists {
-		c.recorder.Event(svc, v1.EventTypeNormal, "DeletingLoadBalancer", "Deleting load balancer")
-		if err := lb.EnsureLoadBalancerDeleted(ctx, c.opts.ClusterName, svc); err != nil && !errors.Is(err, cloudprovider.ImplementedElsewhere) {
-			return fmt.Errorf("delete load balancer of service %s: %w", key, err)
-		}
-	}
-	svc, err = c.patchService(ctx, svc, false, func(s *v1.Service) {
-		controllerutil.RemoveFinalizer(s, Finalizer)
-	})
-	if err != nil {
-		return fmt.Errorf("remove finalizer of service %s: %w", key, err)
-	}
-	c.recorder.Event(svc, v1.EventTypeNormal, "DeletedLoadBalancer", "Deleted load balancer")
-	if _, err := c.patchService(ctx, svc, true, func(s *v1.Service) {
-		s.Status.LoadBalancer = v1.LoadBalancerStatus{}
-		removeCondition(&s.Status.Conditions, ConditionLoadBalancerReady)
-	}); err != nil {
-		return fmt.Errorf("clear status of service %s: %w", key, err)
-	}
-	return nil
-}
-
-// ensure creates or updates the load balancer and publishes its status. On the
-// first sync of a Service in this process (firstSight), a load balancer whose
-// Ready condition says it was ensured from exactly the current configuration is
-// adopted without calling the cloud; the next drift check verifies it.
-func (c *Controller) ensure(ctx context.Context, svc *v1.Service, p *cloud.Provider, firstSight bool) (reconcile.Result, error) {
-	key := client.ObjectKeyFromObject(svc)
-	logger := log.FromContext(ctx).WithValues("provider", p.Name())
-
-	if err := annotations.Validate(svc); err != nil {
+// observeEnsure reads what an ensure needs: the annotations' validity, the
+// backends, the configuration's fingerprint and, while an Ensure of it
+// provisions, the shared listing's answer.
+func (c *Controller) observeEnsure(ctx context.Context, o *observation, firstSight bool) {
+	logger := log.FromContext(ctx).WithValues("provider", o.provider.Name())
+	if err := annotations.Validate(o.svc); err != nil {
 		logger.Info("invalid configuration; waiting for the Service to change",
 			"annotations", shortenAll(annotations.InvalidNames(err)), "error", echo.Shorten(err.Error(), echo.MaxMessage))
-		return c.apply(ctx, svc, p, planInvalid(err))
+		o.invalid = err
+		return
 	}
-
 	// A joining node left out here is added by the node syncer, which
 	// its initialization (or the end of its wait) triggers.
 	nodes, _, err := c.backends(ctx)
 	if err != nil {
-		return reconcile.Result{}, err
+		o.nodesErr = err
+		return
 	}
-	set := c.sets.share(newNodeSet(nodes))
-	fp := fingerprint(p.Name(), svc)
-	st, _ := c.cache.get(key)
-	switch planEnsure(st, firstSight, adoptable(svc, fp), fp, set) {
-	case ensureAdopt:
-		// The condition says nothing of the backends the load balancer
-		// has: they may have changed while no controller ran. The node
-		// syncer sends them once (one update, no Ensure).
-		c.cache.update(key, func(e *svcState) {
-			e.nodes, e.unverified, e.phase = set, true, phaseEnsured
-			e.ensuredFrom(svc)
-		})
-		logger.V(1).Info("load balancer already ensured from this configuration; adopted without a cloud call, its backends are sent by the next backend pass")
-		c.verifyBackends(ctx, svc)
-		return reconcile.Result{}, nil
-	case ensureAskListing:
+	o.nodes, o.set = nodes, c.sets.share(newNodeSet(nodes))
+	o.fp = fingerprint(o.provider.Name(), o.svc)
+	o.adoptable = adoptable(o.svc, o.fp)
+	st := o.ensureState()
+	if planEnsure(st, firstSight, o.adoptable, o.fp, o.set) == ensureAskListing {
 		// An Ensure of this very configuration answered "provisioning": a
 		// shared listing tells whether it is done, without another Ensure
 		// per Service.
-		state, status, wait := c.provisioning.state(ctx, p, c.opts.ClusterName, svc.UID, st.provisioning.due)
-		if plan := planListing(c.opts.Clock.Now(), st, state, status, wait, len(nodes), fp); plan != nil {
-			logger.V(1).Info("load balancer provisioning; the listing answered", "answer", state)
-			return c.apply(ctx, svc, p, plan)
+		l := &o.listing
+		l.state, l.status, l.wait = c.provisioning.state(ctx, o.provider, c.opts.ClusterName, o.svc.UID, st.provisioning.due)
+		if l.state != lbUnknown {
+			logger.V(1).Info("load balancer provisioning; the listing answered", "answer", l.state)
 		}
 	}
-
-	c.recorder.Event(svc, v1.EventTypeNormal, "EnsuringLoadBalancer", "Ensuring load balancer")
-	// Without our finalizer, which goes on before the first Ensure and off
-	// only after the load balancer is deleted, no load balancer exists: the
-	// provider may create it without a lookup (it copes if one exists).
-	absent := false
-	svc, err = c.patchService(ctx, svc, false, func(s *v1.Service) {
-		absent = controllerutil.AddFinalizer(s, Finalizer)
-	})
-	if err != nil {
-		return reconcile.Result{}, fmt.Errorf("add finalizer to service %s: %w", key, err)
-	}
-	if len(nodes) == 0 {
-		c.recorder.Event(svc, v1.EventTypeWarning, "UnAvailableLoadBalancer", "There are no available nodes for LoadBalancer")
-	}
-	now := c.opts.Clock.Now()
-	c.cache.update(key, func(e *svcState) {
-		e.nodes, e.unverified = set, false
-		if e.firstEnsure.IsZero() {
-			e.firstEnsure = now
-		}
-	})
-
-	lb, _ := p.LoadBalancer()
-	ectx := cloud.WithPriority(ctx, cloud.PriorityLBWrite)
-	if absent {
-		ectx = stratus.WithLoadBalancerAbsent(ectx)
-	}
-	status, err := lb.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, nodes)
-	var retryErr *cloudproviderapi.RetryError
-	if errors.As(err, &retryErr) {
-		logger.V(1).Info("load balancer provisioning; checking again later", "after", retryErr.RetryAfter())
-	}
-	plan := planEnsureResult(c.opts.Clock.Now(), key.String(), status, err, hasReadyCondition(svc), set, fp, fingerprint(p.Name(), svc))
-	return c.apply(ctx, svc, p, plan)
 }
 
-// apply carries out a plan for svc, served by p, in order, and feeds the
-// outcomes into svc's state. A failed write ends it with the error.
-func (c *Controller) apply(ctx context.Context, svc *v1.Service, p *cloud.Provider, plan []action) (reconcile.Result, error) {
-	key := client.ObjectKeyFromObject(svc)
+// apply carries out the plan of o's Service in order, and feeds the outcomes
+// into its state: it is the only place a sync writes to the cloud, the API
+// server or the state. The Service it acts on is the one observed, then as
+// each write of it returns it. A failed write ends the sync as planFailure
+// plans; EnsureLoadBalancer's answer goes on as planEnsureResult plans.
+func (c *Controller) apply(ctx context.Context, o *observation, plan []action) (reconcile.Result, error) {
+	svc := o.svc
+	// absent: the finalizer was just added, so no load balancer exists.
+	absent := false
 	var res reconcile.Result
-	for _, a := range plan {
+	for len(plan) > 0 {
+		a := plan[0]
+		plan = plan[1:]
+		var err error
 		switch a.kind {
 		case actEvent:
-			c.recorder.Event(svc, a.eventType, a.reason, a.message)
+			on := svc
+			if a.old {
+				on = o.last.svc
+			}
+			c.recorder.Event(on, a.eventType, a.reason, a.message)
 		case actCondition:
-			if err := c.setCondition(ctx, svc, a.cond); err != nil {
-				if !a.bestEffort {
-					return reconcile.Result{}, err
-				}
+			err = c.setCondition(ctx, svc, a.cond)
+			if err != nil && a.bestEffort {
 				log.FromContext(ctx).Error(err, "set LoadBalancerReady condition")
+				err = nil
 			}
 		case actProvisioning:
-			c.cache.update(key, func(e *svcState) { e.provisioning = a.wait })
+			c.cache.update(o.key, func(e *svcState) { e.provisioning = a.wait })
 		case actElsewhere:
-			c.cache.update(key, func(e *svcState) { e.phase = phaseElsewhere })
+			c.cache.update(o.key, func(e *svcState) { e.phase = phaseElsewhere })
 		case actPublish:
-			if err := c.publish(ctx, svc, p, a.status, a.cond); err != nil {
-				return reconcile.Result{}, err
-			}
+			err = c.publish(ctx, svc, o.provider, a.status, a.cond)
 		case actRequeue:
 			res.RequeueAfter = a.after
 		case actFail:
 			return reconcile.Result{}, a.err
+		case actRemember:
+			c.cache.remember(svc.DeepCopy(), o.provider)
+		case actForget:
+			c.cache.delete(o.key)
+		case actDeleteOld:
+			lb, _ := o.last.provider.LoadBalancer()
+			err = lb.EnsureLoadBalancerDeleted(cloud.WithPriority(ctx, cloud.PriorityLBWrite), c.opts.ClusterName, o.last.svc)
+		case actDeleteLB:
+			lb, _ := o.provider.LoadBalancer()
+			err = lb.EnsureLoadBalancerDeleted(cloud.WithPriority(ctx, cloud.PriorityLBWrite), c.opts.ClusterName, svc)
+			if errors.Is(err, cloudprovider.ImplementedElsewhere) {
+				err = nil // not ours to delete
+			}
+		case actFinalizer:
+			svc, err = c.patchService(ctx, svc, false, func(s *v1.Service) {
+				if a.add {
+					absent = controllerutil.AddFinalizer(s, Finalizer)
+				} else {
+					controllerutil.RemoveFinalizer(s, Finalizer)
+				}
+			})
+		case actClearStatus:
+			_, err = c.patchService(ctx, svc, true, func(s *v1.Service) {
+				s.Status.LoadBalancer = v1.LoadBalancerStatus{}
+				removeCondition(&s.Status.Conditions, ConditionLoadBalancerReady)
+			})
+		case actAdopt:
+			// The condition says nothing of the backends the load balancer
+			// has: they may have changed while no controller ran. The node
+			// syncer sends them once (one update, no Ensure).
+			c.cache.update(o.key, func(e *svcState) {
+				e.nodes, e.unverified, e.phase = a.set, true, phaseEnsured
+				e.ensuredFrom(svc)
+			})
+			log.FromContext(ctx).V(1).Info("load balancer already ensured from this configuration; adopted without a cloud call, its backends are sent by the next backend pass",
+				"provider", o.provider.Name())
+			c.verifyBackends(ctx, svc)
+		case actSent:
+			now := c.opts.Clock.Now()
+			c.cache.update(o.key, func(e *svcState) {
+				e.nodes, e.unverified = a.set, false
+				if e.firstEnsure.IsZero() {
+					e.firstEnsure = now
+				}
+			})
+		case actEnsure:
+			lb, _ := o.provider.LoadBalancer()
+			ectx := cloud.WithPriority(ctx, cloud.PriorityLBWrite)
+			if absent {
+				ectx = stratus.WithLoadBalancerAbsent(ectx)
+			}
+			status, eerr := lb.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, a.nodes)
+			var retryErr *cloudproviderapi.RetryError
+			if errors.As(eerr, &retryErr) {
+				log.FromContext(ctx).V(1).Info("load balancer provisioning; checking again later", "provider", o.provider.Name(), "after", retryErr.RetryAfter())
+			}
+			// The Ready condition records the Service as sent: the
+			// finalizer's patch may have brought a newer one.
+			next := planEnsureResult(c.opts.Clock.Now(), o.key.String(), status, eerr, hasReadyCondition(svc), a.set, a.fp, fingerprint(o.provider.Name(), svc))
+			plan = append(next, plan...)
+		}
+		if err != nil {
+			plan = planFailure(a, err)
 		}
 	}
 	return res, nil
