@@ -2,8 +2,9 @@
 // and drives the reference cloud, `stratus vcsim` a simulated vCenter,
 // `stratus dev` a local cluster on them, `stratus conformance` checks a
 // provider against the contract, and `stratus bench` and `stratus
-// bench-plugin` measure stratus against upstream, and `stratus status` shows
-// what a running manager is doing. Each subcommand tree lives
+// bench-plugin` measure stratus against upstream, `stratus status` shows
+// what a running manager is doing, and `stratus provider init` starts a new
+// provider's module. Each subcommand tree lives
 // in its own package under internal/dev/cli and is added here.
 package main
 
@@ -20,6 +21,7 @@ import (
 	"github.com/stratus-ccm/stratus/internal/dev/cli/conformancecmd"
 	"github.com/stratus-ccm/stratus/internal/dev/cli/devcmd"
 	"github.com/stratus-ccm/stratus/internal/dev/cli/minicloudcmd"
+	"github.com/stratus-ccm/stratus/internal/dev/cli/providercmd"
 	"github.com/stratus-ccm/stratus/internal/dev/cli/statuscmd"
 	"github.com/stratus-ccm/stratus/internal/dev/cli/vcsimcmd"
 )
@@ -48,5 +50,6 @@ func newCommand() *cobra.Command {
 	root.AddCommand(benchcmd.NewPluginCommand())
 	root.AddCommand(conformancecmd.NewCommand())
 	root.AddCommand(statuscmd.NewCommand())
+	root.AddCommand(providercmd.NewCommand())
 	return root
 }
