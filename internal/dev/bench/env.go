@@ -60,12 +60,23 @@ type env struct {
 	profiler    *profiler
 	profileName string
 	heapTop     string
+	// apiBefore is the API server's /metrics at the last resetCounts (nil
+	// before the first, or when it could not be read).
+	apiBefore *apiserverSnapshot
 }
 
 // resetCounts zeroes the cloud's call counts and starts counting the
 // manager's Kubernetes API requests anew.
 func (e *env) resetCounts(ctx context.Context) error {
 	e.countsSince = time.Now()
+	e.apiBefore = nil
+	if e.kube != nil {
+		snap, err := scrapeAPIServer(ctx, e.kube)
+		if err != nil {
+			return err
+		}
+		e.apiBefore = &snap
+	}
 	if e.cloud == nil {
 		return nil
 	}

@@ -123,8 +123,12 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, st
 		e.profileName = sc.name + "-" + string(m)
 	}
 	kc := cp.KubeconfigPath()
+	mkc := filepath.Join(dir, "manager.kubeconfig")
+	if err := managerKubeconfig(ctx, cp, kube, mkc); err != nil {
+		return nil, "", err
+	}
 	cmd := exec.CommandContext(ctx, bin, append(cloudArgs,
-		"--kubeconfig="+kc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
+		"--kubeconfig="+mkc, "--authentication-kubeconfig="+kc, "--authorization-kubeconfig="+kc,
 		"--leader-elect=false", "--use-service-account-credentials=false",
 		"--configure-cloud-routes=false", "--cluster-name=bench")...)
 	cmd.Args = append(cmd.Args, serving...)

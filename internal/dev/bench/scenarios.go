@@ -72,6 +72,9 @@ func callMetrics(ctx context.Context, e *env, m Metrics) error {
 		return err
 	}
 	opMetrics(m, "cloudCalls", total, ops, 1)
+	if err := apiserverMetrics(ctx, e, m); err != nil {
+		return err
+	}
 	return kubeAPIMetrics(e, m, 1)
 }
 
