@@ -16,7 +16,6 @@ package osdriver
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 
@@ -28,12 +27,11 @@ import (
 	"github.com/gophercloud/gophercloud/v2/openstack/networking/v2/subnets"
 	v1 "k8s.io/api/core/v1"
 
+	"github.com/stratus-ccm/stratus/internal/dev/conformance/driverbase"
 	"github.com/stratus-ccm/stratus/internal/dev/conformance/mcdriver"
-	"github.com/stratus-ccm/stratus/internal/dev/testenv"
 	"github.com/stratus-ccm/stratus/minicloud"
 	mos "github.com/stratus-ccm/stratus/minicloud/openstack"
 	"github.com/stratus-ccm/stratus/pkg/conformance"
-	"github.com/stratus-ccm/stratus/pkg/conformance/plugindriver"
 	"github.com/stratus-ccm/stratus/providers/openstack"
 )
 
@@ -44,30 +42,17 @@ const (
 )
 
 func init() {
-	conformance.RegisterDriver(Name, func(ctx context.Context, o conformance.DriverOptions) (*conformance.Target, error) {
-		if len(o.CloudConfig) != 0 {
-			return nil, errNoCloudConfig
-		}
-		return Start(ctx)
-	})
-	conformance.RegisterDriver(UpstreamName, func(ctx context.Context, o conformance.DriverOptions) (*conformance.Target, error) {
-		if len(o.CloudConfig) != 0 {
-			return nil, errNoCloudConfig
-		}
-		bin, err := testenv.Kubebin("stratus-occm", "kubebins-openstack")
-		if err != nil {
-			return nil, fmt.Errorf("openstack driver: %w", err)
-		}
-		t, err := Start(ctx)
-		if err != nil {
-			return nil, err
-		}
-		t.Name = "openstack upstream"
-		return plugindriver.Exec(ctx, t, o.KubeConfig, bin, "plugin", "serve")
-	})
+	driverbase.Simulated{
+		Name:           Name,
+		UpstreamName:   UpstreamName,
+		Label:          "openstack driver",
+		Starts:         "its own minicloud with the OpenStack dialect and writes the cloud.conf for it",
+		Bin:            "stratus-occm",
+		MakeTarget:     "kubebins-openstack",
+		UpstreamTarget: "openstack upstream",
+		Start:          Start,
+	}.Register()
 }
-
-var errNoCloudConfig = errors.New("openstack driver: a cloud config was given, but the driver starts its own minicloud with the OpenStack dialect and writes the cloud.conf for it")
 
 // Driver drives the OpenStack dialect of a minicloud.
 type Driver struct {

@@ -21,9 +21,8 @@ import (
 	v1 "k8s.io/api/core/v1"
 	cloudprovider "k8s.io/cloud-provider"
 
-	"github.com/stratus-ccm/stratus/internal/dev/testenv"
+	"github.com/stratus-ccm/stratus/internal/dev/conformance/driverbase"
 	"github.com/stratus-ccm/stratus/pkg/conformance"
-	"github.com/stratus-ccm/stratus/pkg/conformance/plugindriver"
 	_ "github.com/stratus-ccm/stratus/providers/vsphere" // registers "vsphere"
 	"github.com/stratus-ccm/stratus/vcsim"
 )
@@ -38,30 +37,17 @@ const (
 const Provider = "vsphere"
 
 func init() {
-	conformance.RegisterDriver(Name, func(ctx context.Context, o conformance.DriverOptions) (*conformance.Target, error) {
-		if len(o.CloudConfig) != 0 {
-			return nil, errNoCloudConfig
-		}
-		return Start(ctx)
-	})
-	conformance.RegisterDriver(UpstreamName, func(ctx context.Context, o conformance.DriverOptions) (*conformance.Target, error) {
-		if len(o.CloudConfig) != 0 {
-			return nil, errNoCloudConfig
-		}
-		bin, err := testenv.Kubebin("stratus-cpv", "kubebins-vsphere")
-		if err != nil {
-			return nil, fmt.Errorf("vcsim driver: %w", err)
-		}
-		t, err := Start(ctx)
-		if err != nil {
-			return nil, err
-		}
-		t.Name = "vsphere upstream"
-		return plugindriver.Exec(ctx, t, o.KubeConfig, bin, "plugin", "serve")
-	})
+	driverbase.Simulated{
+		Name:           Name,
+		UpstreamName:   UpstreamName,
+		Label:          "vcsim driver",
+		Starts:         "its own simulated vCenter and writes the cloud config for it",
+		Bin:            "stratus-cpv",
+		MakeTarget:     "kubebins-vsphere",
+		UpstreamTarget: "vsphere upstream",
+		Start:          Start,
+	}.Register()
 }
-
-var errNoCloudConfig = errors.New("vcsim driver: a cloud config was given, but the driver starts its own simulated vCenter and writes the cloud config for it")
 
 // Driver drives a simulated vCenter.
 type Driver struct {
