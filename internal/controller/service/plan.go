@@ -417,13 +417,13 @@ func planCleanup(o *observation) []action {
 		action{kind: actForget})
 }
 
-// planEnsureService creates or updates the load balancer (planEnsure says how):
-// a Service with invalid annotations gets planInvalid, one whose backends
-// could not be listed fails (to be retried); on first sight, one
+// planEnsureService creates or updates the load balancer (planEnsure says
+// how): a Service with invalid annotations gets planInvalid, one whose
+// backends could not be listed fails (to be retried); on first sight, one
 // whose Ready condition records the current configuration is adopted; while
 // its Ensure provisions, the shared listing's answer is planned
-// (planListing); otherwise the finalizer goes on before EnsureLoadBalancer is
-// called, and planEnsureResult plans its answer.
+// (planListing); otherwise the finalizer goes on before EnsureLoadBalancer
+// is called, and planEnsureResult plans its answer.
 func planEnsureService(now time.Time, o *observation, firstSight bool) []action {
 	switch {
 	case o.invalid != nil:
