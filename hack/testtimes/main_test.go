@@ -3,6 +3,7 @@ package main
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 // stream is go test -json of two packages: one passes, the other has a
@@ -101,7 +102,7 @@ func TestReportListsPackagesAndTestsByTime(t *testing.T) {
 	if err := r.read(strings.NewReader(stream)); err != nil {
 		t.Fatal(err)
 	}
-	md := r.markdown("abc123", "", 0)
+	md := r.markdown("abc123", "", "", 0)
 	for _, want := range []string{
 		"- Date: 2026-12-07 10:00 UTC\n",
 		"- Commit: abc123\n",
@@ -115,6 +116,15 @@ func TestReportListsPackagesAndTestsByTime(t *testing.T) {
 	}
 	if strings.Contains(md, "ex/c") {
 		t.Errorf("report lists ex/c, which has no test files:\n%s", md)
+	}
+	md = r.markdown("", "2026-12-08", "Measured apart.", 754*time.Second)
+	for _, want := range []string{"- Date: 2026-12-08\n", "Measured apart.\n", "- Wall time of `make test`: 12m34s\n"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("report\n%s\nwithout %q", md, want)
+		}
+	}
+	if md = r.markdown("", "", "", -1); strings.Contains(md, "Wall time") || strings.Contains(md, "Commit") {
+		t.Errorf("report without a wall time or commit still has one:\n%s", md)
 	}
 }
 

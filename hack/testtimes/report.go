@@ -33,8 +33,9 @@ func reportMain(args []string) error {
 	fs := flag.NewFlagSet("report", flag.ExitOnError)
 	out := fs.String("o", "", "the Markdown file to write")
 	commit := fs.String("commit", "", "the commit the run tested")
-	wall := fs.String("wall", "", "the run's wall time (a Go duration), if measured; else the span of the JSON's events")
+	wall := fs.String("wall", "", `the run's wall time (a Go duration), if measured; "" for the span of the JSON's events, "-" for none`)
 	date := fs.String("date", "", "the run's date (default: the first event's)")
+	note := fs.String("note", "", "a paragraph about the run, printed under the title")
 	_ = fs.Parse(args)
 	if *out == "" || fs.NArg() == 0 {
 		return errors.New("report: -o and at least one JSON file are required")
@@ -55,14 +56,16 @@ func reportMain(args []string) error {
 		return errors.New("report: no package results in the JSON")
 	}
 	var wallTime time.Duration
-	if *wall != "" {
+	if *wall == "-" {
+		wallTime = -1
+	} else if *wall != "" {
 		d, err := time.ParseDuration(*wall)
 		if err != nil {
 			return fmt.Errorf("report: -wall: %w", err)
 		}
 		wallTime = d
 	}
-	md := r.markdown(*commit, *date, wallTime)
+	md := r.markdown(*commit, *date, *note, wallTime)
 	return os.WriteFile(*out, []byte(md), 0o644)
 }
 
@@ -125,10 +128,16 @@ func byTime(a, b result) int {
 	return cmp.Or(cmp.Compare(a.pkg, b.pkg), cmp.Compare(a.test, b.test))
 }
 
-func (r *run) markdown(commit, date string, wall time.Duration) string {
+// markdown is the report. wall is the measured wall time, 0 for the span
+// of the events, negative for none.
+func (r *run) markdown(commit, date, note string, wall time.Duration) string {
 	var b strings.Builder
 	b.WriteString("# Test times\n\n")
 	b.WriteString("Where `make test`'s time goes. `make test` saves its `go test -json` output to `.cache/test/make-test.json`;\n`make test-times` regenerates this file from it (hack/testtimes).\n\n")
+	b.WriteString(howMakeTestRuns)
+	if note != "" {
+		b.WriteString(note + "\n\n")
+	}
 	if date == "" && !r.first.IsZero() {
 		date = r.first.UTC().Format("2006-01-02 15:04 MST")
 	}
@@ -141,7 +150,7 @@ func (r *run) markdown(commit, date string, wall time.Duration) string {
 	switch {
 	case wall > 0:
 		fmt.Fprintf(&b, "- Wall time of `make test`: %s\n", fmtDuration(wall.Seconds()))
-	case !r.first.IsZero():
+	case wall == 0 && !r.first.IsZero():
 		fmt.Fprintf(&b, "- Wall time of the tests (first to last `go test -json` event; the builds before the first test binary starts are not in it): %s\n", fmtDuration(r.last.Sub(r.first).Seconds()))
 	}
 	var sum float64
@@ -200,6 +209,30 @@ func (r *run) markdown(commit, date string, wall time.Duration) string {
 	}
 	return b.String()
 }
+
+// howMakeTestRuns says how make test spreads the packages and tests over
+// the machine (the Makefile's test target and the packages' TestMain).
+const howMakeTestRuns = `How make test runs them: most tests wait (managers' periods, polling,
+process start-ups) far more than they compute, so more of them run at once
+than the machine has cores.
+
+- test/compat, the longest package, runs from the start beside the others
+  (TEST_LONGEST) with -parallel TEST_LONGEST_PARALLEL (6): each side of each
+  scenario is a parallel subtest with a control plane, cloud and manager of
+  its own.
+- The other packages run TEST_PARALLEL (4) at a time, the longest ones
+  (TEST_FIRST) first: go test starts packages in the order it is given them.
+- Packages whose tests are parallel set their own -parallel default in
+  TestMain (a -parallel flag overrides it): internal/dev/devenv 6,
+  internal/dev/bench 6, test/chaos 4 (each provider's run on a control plane
+  of its own), test/compat 4. In deploy, the tests that run a manager are
+  parallel, each on a control plane of its own; the others share the
+  package's, one after another.
+- No test runs at a smaller size in make test than in its own target: the
+  chaos runs' short sizes are theirs (make chaos runs the full ones), the
+  bench harness check's tiny sizes too (make bench, make bench-quick).
+
+`
 
 // fmtDuration prints seconds as "1m23s" or "4.5s".
 func fmtDuration(s float64) string {
