@@ -6,13 +6,24 @@ export GOFLAGS ?= -buildvcs=false
 STATICCHECK_VERSION := v0.8.2
 KUBEBINS_DIR := $(shell hack/kubebins/build.sh --print-dir)
 # Packages tests run in parallel; the control plane of each takes ~300 MB.
-TEST_PARALLEL ?= 2
+# The tests mostly wait (managers' periods, polling, process start-ups), so
+# more packages than cores run at once.
+TEST_PARALLEL ?= 4
 TEST_TIMEOUT ?= 20m
 # The longest package: it runs from the start, next to the others, instead of
 # last (go test starts packages in import-path order), with more of its
 # scenarios at once (they mostly wait for the managers' periods).
 TEST_LONGEST ?= ./test/compat
-TEST_LONGEST_PARALLEL ?= 3
+TEST_LONGEST_PARALLEL ?= 6
+# The next longest packages (docs/test-times.md), longest first: go test
+# starts the packages in the order it is given them, so these start before
+# the many short ones instead of ending the run alone.
+TEST_FIRST ?= ./internal/dev/devenv ./internal/dev/bench ./test/chaos ./test/realnodes \
+	./internal/controller/service ./deploy ./internal/dev/conformance/osdriver ./test/upstreame2e
+# The packages make test runs (all of them unless told).
+TEST_PACKAGES ?= ./...
+# make test saves its go test -json output here (hack/testtimes reads it).
+TEST_OUT := .cache/test
 
 .PHONY: help
 help: ## List the targets.
@@ -49,13 +60,37 @@ generate: ## Regenerate the Go code of proto/ (pure Go, no protoc: hack/protogen
 	go run ./hack/mixingen -root .
 
 .PHONY: test
-test: kubebins kubebins-vsphere kubebins-openstack kubebins-e2e ## Run all tests against a real control plane (what CI runs).
-	@export KUBEBUILDER_ASSETS=$(KUBEBINS_DIR); \
-	others=$$(go list ./... | grep -vx "$$(go list $(TEST_LONGEST))"); \
-	echo "go test -parallel $(TEST_LONGEST_PARALLEL) $(TEST_LONGEST) & go test -p $(TEST_PARALLEL) <the other packages>"; \
-	go test -timeout $(TEST_TIMEOUT) -parallel $(TEST_LONGEST_PARALLEL) $(TEST_LONGEST) & longest=$$!; \
-	go test -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$others; rc=$$?; \
-	wait $$longest || rc=1; exit $$rc
+test: kubebins kubebins-vsphere kubebins-openstack kubebins-e2e ## Run all tests against a real control plane (what CI runs); the go test -json output goes to .cache/test/make-test.json (make test-times; TEST_PACKAGES=./deploy/... for fewer).
+	@mkdir -p $(TEST_OUT); rm -f $(TEST_OUT)/*.json $(TEST_OUT)/make-test.wall; \
+	go build -o $(TEST_OUT)/testtimes ./hack/testtimes || exit 1; \
+	git describe --always --dirty --abbrev=12 > $(TEST_OUT)/make-test.commit 2>/dev/null || echo unknown > $(TEST_OUT)/make-test.commit; \
+	start=$$(date +%s); \
+	export KUBEBUILDER_ASSETS=$(KUBEBINS_DIR); \
+	all=$$(go list $(TEST_PACKAGES)) || exit 1; \
+	longest=$$(go list $(TEST_LONGEST) | grep -xF "$$all"); \
+	first=$$(go list $(TEST_FIRST) | grep -xF "$$all"); \
+	rest=$$(grep -vxF "$$longest"$$'\n'"$$first" <<< "$$all"); \
+	rc=0; pid=; \
+	if [ -n "$$longest" ]; then \
+		echo "go test -parallel $(TEST_LONGEST_PARALLEL) $(TEST_LONGEST) &"; \
+		( set -o pipefail; go test -json -timeout $(TEST_TIMEOUT) -parallel $(TEST_LONGEST_PARALLEL) $$longest 2>&1 | \
+			$(TEST_OUT)/testtimes render -o $(TEST_OUT)/longest.json ) & pid=$$!; \
+	fi; \
+	if [ -n "$$first$$rest" ]; then \
+		echo "go test -p $(TEST_PARALLEL) $(TEST_FIRST) <the other packages>"; \
+		( set -o pipefail; go test -json -p $(TEST_PARALLEL) -timeout $(TEST_TIMEOUT) $$first $$rest 2>&1 | \
+			$(TEST_OUT)/testtimes render -o $(TEST_OUT)/others.json ) || rc=1; \
+	fi; \
+	if [ -n "$$pid" ]; then wait $$pid || rc=1; fi; \
+	cat $(TEST_OUT)/longest.json $(TEST_OUT)/others.json > $(TEST_OUT)/make-test.json 2>/dev/null; \
+	echo "$$(( $$(date +%s) - start ))s" > $(TEST_OUT)/make-test.wall; \
+	echo "make test: $$(cat $(TEST_OUT)/make-test.wall) of tests; make test-times writes docs/test-times.md from $(TEST_OUT)/make-test.json"; \
+	exit $$rc
+
+.PHONY: test-times
+test-times: ## Regenerate docs/test-times.md (packages by time, the ten longest tests) from the last make test's .cache/test/make-test.json.
+	go run ./hack/testtimes report -commit "$$(cat $(TEST_OUT)/make-test.commit)" -wall "$$(cat $(TEST_OUT)/make-test.wall 2>/dev/null)" \
+		-o docs/test-times.md $(TEST_OUT)/make-test.json
 
 # make bench: the minicloud scenarios in both modes, at one commit. The tuned
 # half (both managers with --kube-api-qps=200 --kube-api-burst=400 and ten
