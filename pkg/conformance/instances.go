@@ -14,20 +14,42 @@ import (
 // docs/providers.md states it: running, stopped and gone machines, lookups
 // by name, and errors that are never "gone" while the cloud fails.
 func instanceScenarios() []Scenario {
-	inst := []Need{NeedInstances}
-	faults := []Need{NeedInstances, NeedFaults}
+	return slices.Concat(
+		instanceMetadataScenarios(),
+		instanceRunningScenarios(),
+		instanceStoppedScenarios(),
+		instanceDeletedScenarios(),
+		instanceByNameScenarios(),
+		instanceCloudDownScenarios(),
+	)
+}
+
+// What instance scenarios need.
+var (
+	needsInstances = []Need{NeedInstances}
+	needsFaults    = []Need{NeedInstances, NeedFaults}
+)
+
+// instanceMetadataScenarios check each field of a running machine's metadata.
+func instanceMetadataScenarios() []Scenario {
 	return []Scenario{
-		{Name: "instances/provider-id", Needs: inst, Doc: "InstanceMetadata of a running machine reports the provider ID the driver expects.",
+		{Name: "instances/provider-id", Needs: needsInstances, Doc: "InstanceMetadata of a running machine reports the provider ID the driver expects.",
 			run: metadataField("provider ID", func(md *cloudprovider.InstanceMetadata) any { return md.ProviderID })},
-		{Name: "instances/addresses-in-order", Needs: inst, Doc: "InstanceMetadata of a running machine reports the machine's addresses in the expected order.",
+		{Name: "instances/addresses-in-order", Needs: needsInstances, Doc: "InstanceMetadata of a running machine reports the machine's addresses in the expected order.",
 			run: metadataField("addresses", func(md *cloudprovider.InstanceMetadata) any { return md.NodeAddresses })},
-		{Name: "instances/instance-type", Needs: inst, Doc: "InstanceMetadata of a running machine reports its instance type.",
+		{Name: "instances/instance-type", Needs: needsInstances, Doc: "InstanceMetadata of a running machine reports its instance type.",
 			run: metadataField("instance type", func(md *cloudprovider.InstanceMetadata) any { return md.InstanceType })},
-		{Name: "instances/zone", Needs: inst, Doc: "InstanceMetadata of a running machine reports its zone.",
+		{Name: "instances/zone", Needs: needsInstances, Doc: "InstanceMetadata of a running machine reports its zone.",
 			run: metadataField("zone", func(md *cloudprovider.InstanceMetadata) any { return md.Zone })},
-		{Name: "instances/region", Needs: inst, Doc: "InstanceMetadata of a running machine reports its region.",
+		{Name: "instances/region", Needs: needsInstances, Doc: "InstanceMetadata of a running machine reports its region.",
 			run: metadataField("region", func(md *cloudprovider.InstanceMetadata) any { return md.Region })},
-		{Name: "instances/running-exists", Needs: inst, Doc: "InstanceExists is true for a running machine.",
+	}
+}
+
+// instanceRunningScenarios check a running machine.
+func instanceRunningScenarios() []Scenario {
+	return []Scenario{
+		{Name: "instances/running-exists", Needs: needsInstances, Doc: "InstanceExists is true for a running machine.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.machine(ctx)
 				if err != nil {
@@ -35,7 +57,7 @@ func instanceScenarios() []Scenario {
 				}
 				return e.eventually(ctx, func(ctx context.Context) error { return e.wantExists(ctx, initialized(m), true) })
 			}},
-		{Name: "instances/running-not-shutdown", Needs: inst, Doc: "InstanceShutdown is false for a running machine.",
+		{Name: "instances/running-not-shutdown", Needs: needsInstances, Doc: "InstanceShutdown is false for a running machine.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.machine(ctx)
 				if err != nil {
@@ -46,7 +68,13 @@ func instanceScenarios() []Scenario {
 				}
 				return e.wantShutdown(ctx, initialized(m), false)
 			}},
-		{Name: "instances/stopped-is-shutdown", Needs: inst, Doc: "InstanceShutdown becomes true once the machine is stopped.",
+	}
+}
+
+// instanceStoppedScenarios check a stopped machine and one started again.
+func instanceStoppedScenarios() []Scenario {
+	return []Scenario{
+		{Name: "instances/stopped-is-shutdown", Needs: needsInstances, Doc: "InstanceShutdown becomes true once the machine is stopped.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.stoppedMachine(ctx)
 				if err != nil {
@@ -54,7 +82,7 @@ func instanceScenarios() []Scenario {
 				}
 				return e.wantShutdown(ctx, initialized(m), true)
 			}},
-		{Name: "instances/stopped-exists", Needs: inst, Doc: "InstanceExists stays true for a stopped machine: stopped is not gone.",
+		{Name: "instances/stopped-exists", Needs: needsInstances, Doc: "InstanceExists stays true for a stopped machine: stopped is not gone.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.stoppedMachine(ctx)
 				if err != nil {
@@ -62,7 +90,7 @@ func instanceScenarios() []Scenario {
 				}
 				return e.wantExists(ctx, initialized(m), true)
 			}},
-		{Name: "instances/stopped-has-metadata", Needs: inst, Doc: "InstanceMetadata of a stopped machine still reports its provider ID.",
+		{Name: "instances/stopped-has-metadata", Needs: needsInstances, Doc: "InstanceMetadata of a stopped machine still reports its provider ID.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.stoppedMachine(ctx)
 				if err != nil {
@@ -77,7 +105,7 @@ func instanceScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "instances/restarted-not-shutdown", Needs: inst, Doc: "InstanceShutdown is false again once a stopped machine is started.",
+		{Name: "instances/restarted-not-shutdown", Needs: needsInstances, Doc: "InstanceShutdown is false again once a stopped machine is started.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.stoppedMachine(ctx)
 				if err != nil {
@@ -88,12 +116,18 @@ func instanceScenarios() []Scenario {
 				}
 				return e.eventually(ctx, func(ctx context.Context) error { return e.wantShutdown(ctx, initialized(m), false) })
 			}},
-		{Name: "instances/deleted-not-exists", Needs: inst, Doc: "InstanceExists becomes false, without an error, once the machine is deleted.",
+	}
+}
+
+// instanceDeletedScenarios check a deleted machine.
+func instanceDeletedScenarios() []Scenario {
+	return []Scenario{
+		{Name: "instances/deleted-not-exists", Needs: needsInstances, Doc: "InstanceExists becomes false, without an error, once the machine is deleted.",
 			run: func(ctx context.Context, e *env) error {
 				_, err := e.deletedMachine(ctx)
 				return err
 			}},
-		{Name: "instances/deleted-metadata-not-found", Needs: inst, Doc: "InstanceMetadata of a deleted machine fails with cloudprovider.InstanceNotFound.",
+		{Name: "instances/deleted-metadata-not-found", Needs: needsInstances, Doc: "InstanceMetadata of a deleted machine fails with cloudprovider.InstanceNotFound.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.deletedMachine(ctx)
 				if err != nil {
@@ -105,7 +139,7 @@ func instanceScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "instances/deleted-not-shutdown", Needs: inst, Doc: "InstanceShutdown of a deleted machine is false without an error.",
+		{Name: "instances/deleted-not-shutdown", Needs: needsInstances, Doc: "InstanceShutdown of a deleted machine is false without an error.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.deletedMachine(ctx)
 				if err != nil {
@@ -113,7 +147,13 @@ func instanceScenarios() []Scenario {
 				}
 				return e.wantShutdown(ctx, initialized(m), false)
 			}},
-		{Name: "instances/by-name-metadata", Needs: inst, Doc: "InstanceMetadata finds the machine of a Node without a provider ID (first initialization) and reports its provider ID.",
+	}
+}
+
+// instanceByNameScenarios check Nodes found by name, without a provider ID.
+func instanceByNameScenarios() []Scenario {
+	return []Scenario{
+		{Name: "instances/by-name-metadata", Needs: needsInstances, Doc: "InstanceMetadata finds the machine of a Node without a provider ID (first initialization) and reports its provider ID.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.machine(ctx)
 				if err != nil {
@@ -130,7 +170,7 @@ func instanceScenarios() []Scenario {
 					return nil
 				})
 			}},
-		{Name: "instances/by-name-exists", Needs: inst, Doc: "InstanceExists is true for a Node without a provider ID whose machine runs.",
+		{Name: "instances/by-name-exists", Needs: needsInstances, Doc: "InstanceExists is true for a Node without a provider ID whose machine runs.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.machine(ctx)
 				if err != nil {
@@ -138,13 +178,19 @@ func instanceScenarios() []Scenario {
 				}
 				return e.eventually(ctx, func(ctx context.Context) error { return e.wantExists(ctx, m.Node, true) })
 			}},
-		{Name: "instances/unknown-name-not-exists", Needs: inst, Doc: "InstanceExists is false, without an error, for a Node without a provider ID that names no machine.",
+		{Name: "instances/unknown-name-not-exists", Needs: needsInstances, Doc: "InstanceExists is false, without an error, for a Node without a provider ID that names no machine.",
 			run: func(ctx context.Context, e *env) error {
 				n := &v1.Node{}
 				n.Name = e.name() + "-never-created"
 				return e.wantExists(ctx, n, false)
 			}},
-		{Name: "instances/cloud-down-exists-not-gone", Needs: faults, Doc: "While the cloud fails, InstanceExists of a running machine is an error or true, never false.",
+	}
+}
+
+// instanceCloudDownScenarios check that a failing cloud never makes a machine gone.
+func instanceCloudDownScenarios() []Scenario {
+	return []Scenario{
+		{Name: "instances/cloud-down-exists-not-gone", Needs: needsFaults, Doc: "While the cloud fails, InstanceExists of a running machine is an error or true, never false.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.brokenWith(ctx)
 				if err != nil {
@@ -156,7 +202,7 @@ func instanceScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "instances/cloud-down-metadata-not-gone", Needs: faults, Doc: "While the cloud fails, InstanceMetadata of a running machine never fails with InstanceNotFound.",
+		{Name: "instances/cloud-down-metadata-not-gone", Needs: needsFaults, Doc: "While the cloud fails, InstanceMetadata of a running machine never fails with InstanceNotFound.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.brokenWith(ctx)
 				if err != nil {
@@ -167,7 +213,7 @@ func instanceScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "instances/cloud-down-by-name-not-gone", Needs: faults, Doc: "While the cloud fails, InstanceExists of a Node without a provider ID is an error or true, never false.",
+		{Name: "instances/cloud-down-by-name-not-gone", Needs: needsFaults, Doc: "While the cloud fails, InstanceExists of a Node without a provider ID is an error or true, never false.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.brokenWith(ctx)
 				if err != nil {

@@ -13,10 +13,23 @@ import (
 // listerScenarios check stratus.InstanceLister and stratus.InstanceWatcher: a
 // listing agrees with the per-node answers and the feed reports changes.
 func listerScenarios() []Scenario {
-	l := []Need{NeedInstances, NeedInstanceLister}
-	w := []Need{NeedInstances, NeedInstanceWatcher}
+	return slices.Concat(
+		instanceListerMetadataScenarios(),
+		instanceListerChangeScenarios(),
+		instanceWatcherScenarios(),
+	)
+}
+
+// What the instance lister's and watcher's scenarios need.
+var (
+	needsInstanceLister  = []Need{NeedInstances, NeedInstanceLister}
+	needsInstanceWatcher = []Need{NeedInstances, NeedInstanceWatcher}
+)
+
+// instanceListerMetadataScenarios check the metadata stratus.InstanceLister lists.
+func instanceListerMetadataScenarios() []Scenario {
 	return []Scenario{
-		{Name: "instancelister/metadata-matches", Needs: l, Doc: "A listed machine carries the same metadata InstanceMetadata reports for its Node.",
+		{Name: "instancelister/metadata-matches", Needs: needsInstanceLister, Doc: "A listed machine carries the same metadata InstanceMetadata reports for its Node.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.machine(ctx)
 				if err != nil {
@@ -38,7 +51,7 @@ func listerScenarios() []Scenario {
 					return nil
 				})
 			}},
-		{Name: "instancelister/matches-node-name", Needs: l, Doc: "A listed machine names its Node by Name, Hostnames or SystemUUIDs, so a Node without a provider ID finds it.",
+		{Name: "instancelister/matches-node-name", Needs: needsInstanceLister, Doc: "A listed machine names its Node by Name, Hostnames or SystemUUIDs, so a Node without a provider ID finds it.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.machine(ctx)
 				if err != nil {
@@ -58,7 +71,13 @@ func listerScenarios() []Scenario {
 						"Name, Hostnames or SystemUUIDs to match", fmt.Sprintf("Name %q, Hostnames %v, SystemUUIDs %v", in.Name, in.Hostnames, in.SystemUUIDs))
 				})
 			}},
-		{Name: "instancelister/stopped-is-shutdown", Needs: l, Doc: "A stopped machine is listed with Shutdown, as InstanceShutdown reports.",
+	}
+}
+
+// instanceListerChangeScenarios check the list after machines stop or go and while the cloud fails.
+func instanceListerChangeScenarios() []Scenario {
+	return []Scenario{
+		{Name: "instancelister/stopped-is-shutdown", Needs: needsInstanceLister, Doc: "A stopped machine is listed with Shutdown, as InstanceShutdown reports.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.stoppedMachine(ctx)
 				if err != nil {
@@ -75,7 +94,7 @@ func listerScenarios() []Scenario {
 					return nil
 				})
 			}},
-		{Name: "instancelister/deleted-not-listed", Needs: l, Doc: "A deleted machine is no longer listed.",
+		{Name: "instancelister/deleted-not-listed", Needs: needsInstanceLister, Doc: "A deleted machine is no longer listed.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.deletedMachine(ctx)
 				if err != nil {
@@ -110,9 +129,15 @@ func listerScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "instancewatcher/reports-stop", Needs: w, Doc: "WatchInstances calls changed after a machine is stopped.",
+	}
+}
+
+// instanceWatcherScenarios check stratus.InstanceWatcher.
+func instanceWatcherScenarios() []Scenario {
+	return []Scenario{
+		{Name: "instancewatcher/reports-stop", Needs: needsInstanceWatcher, Doc: "WatchInstances calls changed after a machine is stopped.",
 			run: watchReports(func(ctx context.Context, e *env, m *Machine) error { return e.cfg.Driver.StopMachine(ctx, m) })},
-		{Name: "instancewatcher/reports-delete", Needs: w, Doc: "WatchInstances calls changed after a machine is deleted.",
+		{Name: "instancewatcher/reports-delete", Needs: needsInstanceWatcher, Doc: "WatchInstances calls changed after a machine is deleted.",
 			run: watchReports(func(ctx context.Context, e *env, m *Machine) error { return e.cfg.Driver.DeleteMachine(ctx, m) })},
 	}
 }

@@ -24,11 +24,34 @@ const otherCluster = "conformance-other"
 
 // loadBalancerScenarios check LoadBalancer and stratus.LoadBalancerLister.
 func loadBalancerScenarios() []Scenario {
-	lb := []Need{NeedLoadBalancer}
-	lbd := []Need{NeedLoadBalancer, NeedLoadBalancerDriver}
-	ll := []Need{NeedLoadBalancer, NeedLoadBalancerLister}
+	return slices.Concat(
+		lbNameScenarios(),
+		lbCreateScenarios(),
+		lbBackendScenarios(),
+		lbPortScenarios(),
+		lbHealthCheckScenarios(),
+		lbSourceRangeScenarios(),
+		lbUnsupportedScenarios(),
+		lbDeleteScenarios(),
+		lbOtherClusterScenarios(),
+		lbGoneBackendScenarios(),
+		lbTrafficScenarios(),
+		lbListerScenarios(),
+		lbListerLeftOutScenarios(),
+	)
+}
+
+// What load balancer scenarios need.
+var (
+	needsLB       = []Need{NeedLoadBalancer}
+	needsLBDriver = []Need{NeedLoadBalancer, NeedLoadBalancerDriver}
+	needsLBLister = []Need{NeedLoadBalancer, NeedLoadBalancerLister}
+)
+
+// lbNameScenarios check the load balancer's name and a Service that has none.
+func lbNameScenarios() []Scenario {
 	return []Scenario{
-		{Name: "loadbalancers/name-stable", Needs: lb, Doc: "GetLoadBalancerName is the same for a Service, the Service with other ports, and one rebuilt from namespace, name and UID.",
+		{Name: "loadbalancers/name-stable", Needs: needsLB, Doc: "GetLoadBalancerName is the same for a Service, the Service with other ports, and one rebuilt from namespace, name and UID.",
 			run: func(ctx context.Context, e *env) error {
 				svc := e.service()
 				want := e.lb.GetLoadBalancerName(ctx, e.cfg.ClusterName, svc)
@@ -44,9 +67,15 @@ func loadBalancerScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "loadbalancers/absent-before-create", Needs: lb, Doc: "GetLoadBalancer reports exists=false for a Service that never had a load balancer.",
+		{Name: "loadbalancers/absent-before-create", Needs: needsLB, Doc: "GetLoadBalancer reports exists=false for a Service that never had a load balancer.",
 			run: func(ctx context.Context, e *env) error { return e.wantLB(ctx, e.cfg.ClusterName, e.service(), false) }},
-		{Name: "loadbalancers/create", Needs: lb, Doc: "EnsureLoadBalancer creates a load balancer and returns an ingress, which GetLoadBalancer then reports.",
+	}
+}
+
+// lbCreateScenarios check EnsureLoadBalancer's create and its repetition.
+func lbCreateScenarios() []Scenario {
+	return []Scenario{
+		{Name: "loadbalancers/create", Needs: needsLB, Doc: "EnsureLoadBalancer creates a load balancer and returns an ingress, which GetLoadBalancer then reports.",
 			run: func(ctx context.Context, e *env) error {
 				nodes, _, err := e.nodes(ctx, 1)
 				if err != nil {
@@ -66,7 +95,7 @@ func loadBalancerScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "loadbalancers/ensure-idempotent", Needs: lb, Doc: "A second EnsureLoadBalancer of an unchanged Service returns the same ingress and creates nothing more.",
+		{Name: "loadbalancers/ensure-idempotent", Needs: needsLB, Doc: "A second EnsureLoadBalancer of an unchanged Service returns the same ingress and creates nothing more.",
 			run: func(ctx context.Context, e *env) error {
 				nodes, _, err := e.nodes(ctx, 1)
 				if err != nil {
@@ -95,7 +124,13 @@ func loadBalancerScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "loadbalancers/backends", Needs: lbd, Doc: "The load balancer's backends are the machines of the Nodes passed to EnsureLoadBalancer.",
+	}
+}
+
+// lbBackendScenarios check the backends Ensure and Update set.
+func lbBackendScenarios() []Scenario {
+	return []Scenario{
+		{Name: "loadbalancers/backends", Needs: needsLBDriver, Doc: "The load balancer's backends are the machines of the Nodes passed to EnsureLoadBalancer.",
 			run: func(ctx context.Context, e *env) error {
 				nodes, _, err := e.nodes(ctx, 2)
 				if err != nil {
@@ -107,7 +142,7 @@ func loadBalancerScenarios() []Scenario {
 				}
 				return e.wantBackends(ctx, svc, nodes)
 			}},
-		{Name: "loadbalancers/update-backends", Needs: lbd, Doc: "UpdateLoadBalancer replaces the backends with the Nodes it is given, removing and adding.",
+		{Name: "loadbalancers/update-backends", Needs: needsLBDriver, Doc: "UpdateLoadBalancer replaces the backends with the Nodes it is given, removing and adding.",
 			run: func(ctx context.Context, e *env) error {
 				nodes, _, err := e.nodes(ctx, 2)
 				if err != nil {
@@ -127,18 +162,30 @@ func loadBalancerScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "loadbalancers/port-change", Needs: lbd, Doc: "EnsureLoadBalancer after the Service's port and NodePort changed moves the load balancer to the new ports.",
+	}
+}
+
+// lbPortScenarios check changes of the Service's ports and protocols.
+func lbPortScenarios() []Scenario {
+	return []Scenario{
+		{Name: "loadbalancers/port-change", Needs: needsLBDriver, Doc: "EnsureLoadBalancer after the Service's port and NodePort changed moves the load balancer to the new ports.",
 			run: portChange(func(svc *v1.Service) {
 				svc.Spec.Ports[0].Port = 8080
 				svc.Spec.Ports[0].NodePort = nodePort()
 			})},
-		{Name: "loadbalancers/protocol-change", Needs: lbd, Doc: "EnsureLoadBalancer after the Service's port changed from TCP to UDP serves UDP.",
+		{Name: "loadbalancers/protocol-change", Needs: needsLBDriver, Doc: "EnsureLoadBalancer after the Service's port changed from TCP to UDP serves UDP.",
 			run: portChange(func(svc *v1.Service) { svc.Spec.Ports[0].Protocol = v1.ProtocolUDP })},
-		{Name: "loadbalancers/port-added", Needs: lbd, Doc: "EnsureLoadBalancer after the Service gained a second port serves both.",
+		{Name: "loadbalancers/port-added", Needs: needsLBDriver, Doc: "EnsureLoadBalancer after the Service gained a second port serves both.",
 			run: portChange(func(svc *v1.Service) {
 				svc.Spec.Ports = append(svc.Spec.Ports, v1.ServicePort{Name: "https", Protocol: v1.ProtocolTCP, Port: 443, NodePort: nodePort()})
 			})},
-		{Name: "loadbalancers/local-health-check", Needs: lbd, Doc: "With externalTrafficPolicy: Local the load balancer probes HTTP /healthz on the Service's healthCheckNodePort.",
+	}
+}
+
+// lbHealthCheckScenarios check the load balancer's probe of its backends.
+func lbHealthCheckScenarios() []Scenario {
+	return []Scenario{
+		{Name: "loadbalancers/local-health-check", Needs: needsLBDriver, Doc: "With externalTrafficPolicy: Local the load balancer probes HTTP /healthz on the Service's healthCheckNodePort.",
 			run: func(ctx context.Context, e *env) error {
 				svc := e.service()
 				svc.Spec.ExternalTrafficPolicy = v1.ServiceExternalTrafficPolicyLocal
@@ -156,7 +203,7 @@ func loadBalancerScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "loadbalancers/cluster-health-check", Needs: lbd, Doc: "With externalTrafficPolicy: Cluster the load balancer probes one of the Service's NodePorts.",
+		{Name: "loadbalancers/cluster-health-check", Needs: needsLBDriver, Doc: "With externalTrafficPolicy: Cluster the load balancer probes one of the Service's NodePorts.",
 			run: func(ctx context.Context, e *env) error {
 				svc := e.service()
 				d, err := e.described(ctx, svc)
@@ -171,13 +218,25 @@ func loadBalancerScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "loadbalancers/source-ranges", Needs: lbd, Doc: "spec.loadBalancerSourceRanges become the load balancer's allowed client ranges.",
+	}
+}
+
+// lbSourceRangeScenarios check the allowed client ranges.
+func lbSourceRangeScenarios() []Scenario {
+	return []Scenario{
+		{Name: "loadbalancers/source-ranges", Needs: needsLBDriver, Doc: "spec.loadBalancerSourceRanges become the load balancer's allowed client ranges.",
 			run: sourceRanges(func(svc *v1.Service, r []string) { svc.Spec.LoadBalancerSourceRanges = r })},
-		{Name: "loadbalancers/source-ranges-annotation", Needs: lbd, Doc: "The legacy service.beta.kubernetes.io/load-balancer-source-ranges annotation becomes the allowed client ranges.",
+		{Name: "loadbalancers/source-ranges-annotation", Needs: needsLBDriver, Doc: "The legacy service.beta.kubernetes.io/load-balancer-source-ranges annotation becomes the allowed client ranges.",
 			run: sourceRanges(func(svc *v1.Service, r []string) {
 				svc.Annotations = map[string]string{v1.AnnotationLoadBalancerSourceRangesKey: strings.Join(r, ",")}
 			})},
-		{Name: "loadbalancers/unsupported-rejected", Needs: lbd, Doc: "Every setting the driver lists as unsupported makes EnsureLoadBalancer fail with an error naming the field, and creates nothing.",
+	}
+}
+
+// lbUnsupportedScenarios check the refusal of what the provider does not support.
+func lbUnsupportedScenarios() []Scenario {
+	return []Scenario{
+		{Name: "loadbalancers/unsupported-rejected", Needs: needsLBDriver, Doc: "Every setting the driver lists as unsupported makes EnsureLoadBalancer fail with an error naming the field, and creates nothing.",
 			run: func(ctx context.Context, e *env) error {
 				unsup := e.lbd.Unsupported()
 				if len(unsup) == 0 {
@@ -209,7 +268,13 @@ func loadBalancerScenarios() []Scenario {
 				}
 				return errors.Join(errs...)
 			}},
-		{Name: "loadbalancers/delete", Needs: lb, Doc: "EnsureLoadBalancerDeleted removes the load balancer: GetLoadBalancer then reports exists=false.",
+	}
+}
+
+// lbDeleteScenarios check EnsureLoadBalancerDeleted.
+func lbDeleteScenarios() []Scenario {
+	return []Scenario{
+		{Name: "loadbalancers/delete", Needs: needsLB, Doc: "EnsureLoadBalancerDeleted removes the load balancer: GetLoadBalancer then reports exists=false.",
 			run: func(ctx context.Context, e *env) error {
 				svc, err := e.created(ctx)
 				if err != nil {
@@ -228,7 +293,7 @@ func loadBalancerScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "loadbalancers/delete-already-gone", Needs: lb, Doc: "EnsureLoadBalancerDeleted succeeds for a load balancer already deleted and for one never created.",
+		{Name: "loadbalancers/delete-already-gone", Needs: needsLB, Doc: "EnsureLoadBalancerDeleted succeeds for a load balancer already deleted and for one never created.",
 			run: func(ctx context.Context, e *env) error {
 				svc, err := e.created(ctx)
 				if err != nil {
@@ -241,7 +306,7 @@ func loadBalancerScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "loadbalancers/delete-rebuilt-service", Needs: lb, Doc: "EnsureLoadBalancerDeleted with a Service rebuilt from namespace, name and UID (orphan cleanup) removes the load balancer.",
+		{Name: "loadbalancers/delete-rebuilt-service", Needs: needsLB, Doc: "EnsureLoadBalancerDeleted with a Service rebuilt from namespace, name and UID (orphan cleanup) removes the load balancer.",
 			run: func(ctx context.Context, e *env) error {
 				svc, err := e.created(ctx)
 				if err != nil {
@@ -252,7 +317,13 @@ func loadBalancerScenarios() []Scenario {
 				}
 				return e.eventually(ctx, func(ctx context.Context) error { return e.wantLB(ctx, e.cfg.ClusterName, svc, false) })
 			}},
-		{Name: "loadbalancers/other-cluster-not-reported", Needs: lb, Doc: "GetLoadBalancer never reports exists=true for a load balancer another cluster created for a Service with the same UID.",
+	}
+}
+
+// lbOtherClusterScenarios check that another cluster's load balancers are left alone.
+func lbOtherClusterScenarios() []Scenario {
+	return []Scenario{
+		{Name: "loadbalancers/other-cluster-not-reported", Needs: needsLB, Doc: "GetLoadBalancer never reports exists=true for a load balancer another cluster created for a Service with the same UID.",
 			run: func(ctx context.Context, e *env) error {
 				svc, err := e.createdFor(ctx, otherCluster)
 				if err != nil {
@@ -265,7 +336,7 @@ func loadBalancerScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "loadbalancers/other-cluster-not-deleted", Needs: lb, Doc: "EnsureLoadBalancerDeleted leaves another cluster's load balancer for a Service with the same UID in place.",
+		{Name: "loadbalancers/other-cluster-not-deleted", Needs: needsLB, Doc: "EnsureLoadBalancerDeleted leaves another cluster's load balancer for a Service with the same UID in place.",
 			run: func(ctx context.Context, e *env) error {
 				svc, err := e.createdFor(ctx, otherCluster)
 				if err != nil {
@@ -276,10 +347,22 @@ func loadBalancerScenarios() []Scenario {
 				_ = e.lb.EnsureLoadBalancerDeleted(ctx, e.cfg.ClusterName, svc)
 				return e.wantLB(ctx, otherCluster, svc, true)
 			}},
-		{Name: "loadbalancers/gone-backend-ensure", Needs: lb, Doc: "EnsureLoadBalancer with a Node whose machine was just deleted succeeds and serves the remaining Nodes.",
+	}
+}
+
+// lbGoneBackendScenarios check Nodes whose machine was just deleted.
+func lbGoneBackendScenarios() []Scenario {
+	return []Scenario{
+		{Name: "loadbalancers/gone-backend-ensure", Needs: needsLB, Doc: "EnsureLoadBalancer with a Node whose machine was just deleted succeeds and serves the remaining Nodes.",
 			run: goneBackend(false)},
-		{Name: "loadbalancers/gone-backend-update", Needs: lb, Doc: "UpdateLoadBalancer with a Node whose machine was just deleted succeeds and serves the remaining Nodes.",
+		{Name: "loadbalancers/gone-backend-update", Needs: needsLB, Doc: "UpdateLoadBalancer with a Node whose machine was just deleted succeeds and serves the remaining Nodes.",
 			run: goneBackend(true)},
+	}
+}
+
+// lbTrafficScenarios check traffic through the load balancer.
+func lbTrafficScenarios() []Scenario {
+	return []Scenario{
 		{Name: "loadbalancers/traffic", Needs: []Need{NeedLoadBalancer, NeedTraffic}, Doc: "Traffic through the ingress reaches every backend Node, and after UpdateLoadBalancer only the remaining one.",
 			run: func(ctx context.Context, e *env) error {
 				nodes, machines, err := e.nodes(ctx, 2)
@@ -304,7 +387,13 @@ func loadBalancerScenarios() []Scenario {
 				}
 				return e.reaches(ctx, st, svc.Spec.Ports[0].Port, nodes[:1])
 			}},
-		{Name: "loadbalancerlister/lists-own", Needs: ll, Doc: "ListLoadBalancers lists a created load balancer by its name and its Service's namespace, name and UID.",
+	}
+}
+
+// lbListerScenarios check what stratus.LoadBalancerLister lists of this cluster.
+func lbListerScenarios() []Scenario {
+	return []Scenario{
+		{Name: "loadbalancerlister/lists-own", Needs: needsLBLister, Doc: "ListLoadBalancers lists a created load balancer by its name and its Service's namespace, name and UID.",
 			run: func(ctx context.Context, e *env) error {
 				svc, err := e.created(ctx)
 				if err != nil {
@@ -313,7 +402,7 @@ func loadBalancerScenarios() []Scenario {
 				_, err = e.listedRef(ctx, svc)
 				return err
 			}},
-		{Name: "loadbalancerlister/status-matches", Needs: ll, Doc: "A listed Status (when the listing has one) is what GetLoadBalancer reports.",
+		{Name: "loadbalancerlister/status-matches", Needs: needsLBLister, Doc: "A listed Status (when the listing has one) is what GetLoadBalancer reports.",
 			run: func(ctx context.Context, e *env) error {
 				svc, err := e.created(ctx)
 				if err != nil {
@@ -340,7 +429,13 @@ func loadBalancerScenarios() []Scenario {
 					return nil
 				})
 			}},
-		{Name: "loadbalancerlister/other-cluster-not-listed", Needs: ll, Doc: "ListLoadBalancers never lists another cluster's load balancers.",
+	}
+}
+
+// lbListerLeftOutScenarios check what stratus.LoadBalancerLister leaves out.
+func lbListerLeftOutScenarios() []Scenario {
+	return []Scenario{
+		{Name: "loadbalancerlister/other-cluster-not-listed", Needs: needsLBLister, Doc: "ListLoadBalancers never lists another cluster's load balancers.",
 			run: func(ctx context.Context, e *env) error {
 				svc, err := e.createdFor(ctx, otherCluster)
 				if err != nil {
@@ -355,7 +450,7 @@ func loadBalancerScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "loadbalancerlister/deleted-not-listed", Needs: ll, Doc: "A deleted load balancer is no longer listed.",
+		{Name: "loadbalancerlister/deleted-not-listed", Needs: needsLBLister, Doc: "A deleted load balancer is no longer listed.",
 			run: func(ctx context.Context, e *env) error {
 				svc, err := e.created(ctx)
 				if err != nil {

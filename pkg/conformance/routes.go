@@ -15,9 +15,24 @@ import (
 
 // routeScenarios check Routes.
 func routeScenarios() []Scenario {
-	r := []Need{NeedRoutes}
+	return slices.Concat(
+		routeCreateScenarios(),
+		routeDeleteScenarios(),
+		routeDualStackScenarios(),
+		routeBlackholeScenarios(),
+		routeOtherClusterScenarios(),
+	)
+}
+
+// What route scenarios need.
+var (
+	needsRoutes = []Need{NeedRoutes}
+)
+
+// routeCreateScenarios check CreateRoute.
+func routeCreateScenarios() []Scenario {
 	return []Scenario{
-		{Name: "routes/create", Needs: r, Doc: "CreateRoute programs a route that ListRoutes reports with the node name as TargetNode.",
+		{Name: "routes/create", Needs: needsRoutes, Doc: "CreateRoute programs a route that ListRoutes reports with the node name as TargetNode.",
 			run: func(ctx context.Context, e *env) error {
 				n, err := e.routedNode(ctx)
 				if err != nil {
@@ -30,7 +45,7 @@ func routeScenarios() []Scenario {
 				_, err = e.wantRoute(ctx, n.Name, cidr)
 				return err
 			}},
-		{Name: "routes/create-repeated", Needs: r, Doc: "A repeated CreateRoute of the same route succeeds and leaves one route.",
+		{Name: "routes/create-repeated", Needs: needsRoutes, Doc: "A repeated CreateRoute of the same route succeeds and leaves one route.",
 			run: func(ctx context.Context, e *env) error {
 				n, err := e.routedNode(ctx)
 				if err != nil {
@@ -54,7 +69,13 @@ func routeScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "routes/delete", Needs: r, Doc: "DeleteRoute of a listed route removes it from ListRoutes.",
+	}
+}
+
+// routeDeleteScenarios check DeleteRoute.
+func routeDeleteScenarios() []Scenario {
+	return []Scenario{
+		{Name: "routes/delete", Needs: needsRoutes, Doc: "DeleteRoute of a listed route removes it from ListRoutes.",
 			run: func(ctx context.Context, e *env) error {
 				rt, err := e.programmed(ctx)
 				if err != nil {
@@ -65,7 +86,7 @@ func routeScenarios() []Scenario {
 				}
 				return e.wantNoRoute(ctx, rt.DestinationCIDR)
 			}},
-		{Name: "routes/delete-already-gone", Needs: r, Doc: "DeleteRoute of a route already deleted succeeds.",
+		{Name: "routes/delete-already-gone", Needs: needsRoutes, Doc: "DeleteRoute of a route already deleted succeeds.",
 			run: func(ctx context.Context, e *env) error {
 				rt, err := e.programmed(ctx)
 				if err != nil {
@@ -81,6 +102,12 @@ func routeScenarios() []Scenario {
 				}
 				return nil
 			}},
+	}
+}
+
+// routeDualStackScenarios check a node's IPv4 and IPv6 routes.
+func routeDualStackScenarios() []Scenario {
+	return []Scenario{
 		{Name: "routes/dual-stack", Needs: []Need{NeedRoutes, NeedDualStack}, Doc: "An IPv4 and an IPv6 route of one node, created with the same name hint, are both listed.",
 			run: func(ctx context.Context, e *env) error {
 				n, err := e.routedNode(ctx)
@@ -100,7 +127,13 @@ func routeScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "routes/blackhole", Needs: r, Doc: "A route whose machine was deleted is listed as a blackhole, and DeleteRoute removes it.",
+	}
+}
+
+// routeBlackholeScenarios check routes whose next hop is gone.
+func routeBlackholeScenarios() []Scenario {
+	return []Scenario{
+		{Name: "routes/blackhole", Needs: needsRoutes, Doc: "A route whose machine was deleted is listed as a blackhole, and DeleteRoute removes it.",
 			run: func(ctx context.Context, e *env) error {
 				m, err := e.machine(ctx)
 				if err != nil {
@@ -140,7 +173,13 @@ func routeScenarios() []Scenario {
 				}
 				return e.wantNoRoute(ctx, cidr)
 			}},
-		{Name: "routes/other-cluster-not-listed", Needs: r, Doc: "ListRoutes never lists another cluster's routes.",
+	}
+}
+
+// routeOtherClusterScenarios check that another cluster's routes are left out.
+func routeOtherClusterScenarios() []Scenario {
+	return []Scenario{
+		{Name: "routes/other-cluster-not-listed", Needs: needsRoutes, Doc: "ListRoutes never lists another cluster's routes.",
 			run: func(ctx context.Context, e *env) error {
 				n, err := e.routedNode(ctx)
 				if err != nil {

@@ -17,11 +17,23 @@ import (
 // stratus's admission webhook asks before a Service is stored, and that it
 // agrees with the declared stratus.LoadBalancerCapabilities.
 func validatorScenarios() []Scenario {
-	v := []Need{NeedLoadBalancer, NeedLoadBalancerValidator}
-	vd := []Need{NeedLoadBalancer, NeedLoadBalancerValidator, NeedLoadBalancerDriver}
-	vc := []Need{NeedLoadBalancer, NeedLoadBalancerValidator, NeedLoadBalancerCapabilities}
+	return slices.Concat(
+		validatorAcceptScenarios(),
+		validatorRefusalScenarios(),
+	)
+}
+
+// What the dry run's scenarios need.
+var (
+	needsValidator       = []Need{NeedLoadBalancer, NeedLoadBalancerValidator}
+	needsValidatorDriver = []Need{NeedLoadBalancer, NeedLoadBalancerValidator, NeedLoadBalancerDriver}
+	needsValidatorCaps   = []Need{NeedLoadBalancer, NeedLoadBalancerValidator, NeedLoadBalancerCapabilities}
+)
+
+// validatorAcceptScenarios check what the dry run accepts.
+func validatorAcceptScenarios() []Scenario {
 	return []Scenario{
-		{Name: "loadbalancervalidator/accepts-valid", Needs: v, Doc: "The dry run accepts a Service with one TCP port and creates nothing.",
+		{Name: "loadbalancervalidator/accepts-valid", Needs: needsValidator, Doc: "The dry run accepts a Service with one TCP port and creates nothing.",
 			run: func(ctx context.Context, e *env) error {
 				svc := e.service()
 				if err := e.mirror(ctx, svc); err != nil {
@@ -34,7 +46,7 @@ func validatorScenarios() []Scenario {
 				}
 				return e.wantLB(ctx, e.cfg.ClusterName, svc, false)
 			}},
-		{Name: "loadbalancervalidator/agrees-with-ensure", Needs: v, Doc: "A Service the dry run accepted is ensured, and its dry run still accepts it once the load balancer exists (an update's).",
+		{Name: "loadbalancervalidator/agrees-with-ensure", Needs: needsValidator, Doc: "A Service the dry run accepted is ensured, and its dry run still accepts it once the load balancer exists (an update's).",
 			run: func(ctx context.Context, e *env) error {
 				nodes, _, err := e.nodes(ctx, 1)
 				if err != nil {
@@ -54,7 +66,13 @@ func validatorScenarios() []Scenario {
 				}
 				return nil
 			}},
-		{Name: "loadbalancervalidator/rejects-unsupported", Needs: vd, Doc: "Every setting the driver lists as unsupported is refused by the dry run with a stratus.RejectedError naming the field, and nothing is created.",
+	}
+}
+
+// validatorRefusalScenarios check what the dry run refuses and the protocols it declares.
+func validatorRefusalScenarios() []Scenario {
+	return []Scenario{
+		{Name: "loadbalancervalidator/rejects-unsupported", Needs: needsValidatorDriver, Doc: "Every setting the driver lists as unsupported is refused by the dry run with a stratus.RejectedError naming the field, and nothing is created.",
 			run: func(ctx context.Context, e *env) error {
 				unsup := e.lbd.Unsupported()
 				if len(unsup) == 0 {
@@ -82,7 +100,7 @@ func validatorScenarios() []Scenario {
 				}
 				return errors.Join(errs...)
 			}},
-		{Name: "loadbalancervalidator/declared-protocols", Needs: vc, Doc: "The dry run accepts a port of each protocol the provider declares and refuses, naming spec.ports[0].protocol, each of TCP, UDP and SCTP it does not.",
+		{Name: "loadbalancervalidator/declared-protocols", Needs: needsValidatorCaps, Doc: "The dry run accepts a port of each protocol the provider declares and refuses, naming spec.ports[0].protocol, each of TCP, UDP and SCTP it does not.",
 			run: func(ctx context.Context, e *env) error {
 				var errs []error
 				for _, p := range []v1.Protocol{v1.ProtocolTCP, v1.ProtocolUDP, v1.ProtocolSCTP} {
