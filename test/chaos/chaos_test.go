@@ -139,9 +139,35 @@ func TestMain(m *testing.M) {
 		os.Exit(code)
 	}
 	isolated = own
-	// envtest's Service IP range (a /24) holds fewer than the full size's
-	// 300 Services.
-	testenv.MainWith(m, map[string]string{"service-cluster-ip-range": serviceCIDR})
+	// No control plane for the package: each run starts its own
+	// (controlPlane). The runs mostly wait out their windows: all of them
+	// at once unless -test.parallel says otherwise.
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "4")
+	}
+	os.Exit(m.Run())
+}
+
+// controlPlane starts a control plane for one chaos run, stopped when the
+// test ends. The runs go side by side (each mostly waits out its window),
+// so each needs a cluster of its own: its managers act on every Node of the
+// cluster, and would delete the other runs' Nodes, whose instances are not
+// in their cloud. envtest's Service IP range (a /24) holds fewer than the
+// full size's 300 Services.
+func controlPlane(t *testing.T) *testenv.Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a real control plane; skipped under -short")
+	}
+	env, err := testenv.StartWith(map[string]string{"service-cluster-ip-range": serviceCIDR})
+	if err != nil {
+		t.Fatalf("control plane: %v", err)
+	}
+	t.Cleanup(env.Stop)
+	return env
 }
 
 // Address pools of the chaos cloud: 127.<block>.0.0/16 (block 251 unless
@@ -183,7 +209,10 @@ func TestChaos(t *testing.T) { runChaos(t, minicloudProvider()) }
 
 // runChaos is one chaos run of the managers with provider p.
 func runChaos(t *testing.T, p *provider) {
-	env := testenv.Get(t)
+	// Beside the other providers' runs: each has its own control plane,
+	// cloud and address block (p.block).
+	t.Parallel()
+	env := controlPlane(t)
 	sz := chosenSize(p)
 	ns := env.Namespace(t)
 	ctx, cancel := context.WithCancel(context.Background())
