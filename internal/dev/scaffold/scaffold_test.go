@@ -234,6 +234,7 @@ func TestScaffoldedModule(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := run(t, goCmd(ctx, dir, []string{"KUBECONFIG=" + kubeconfig}, "test", "-tags", "conformance", "-count=1", "-v", "./conformance/"))
+	t.Logf("the conformance test's output:\n%s", out)
 	for _, want := range []string{
 		"--- PASS: TestConformance",
 		"SKIP instances/provider-id the provider supports neither InstancesV2 nor Instances + Zones",
