@@ -36,22 +36,27 @@ func (s *server) zones() (cloudprovider.Zones, error) {
 // required is the InvalidArgument error of a request without field.
 func required(field string) error { return invalid(errors.New(field + ": required")) }
 
+// requiredOf is the decode of a request field that must be set.
+func requiredOf(field string, value *string) func() (string, error) {
+	return func() (string, error) {
+		if value == nil {
+			return "", required(field)
+		}
+		return *value, nil
+	}
+}
+
 // v1Call runs one Instances (v1) call whose request names a node or a
-// provider ID (value, or required when nil) and maps the provider's error.
+// provider ID (value, or required when nil).
 func v1Call[T, R any](s *server, field string, value *string, fn func(cloudprovider.Instances, string) (T, error), reply func(T) R) (R, error) {
-	var zero R
-	inst, err := s.instancesV1()
-	if err != nil {
-		return zero, err
-	}
-	if value == nil {
-		return zero, required(field)
-	}
-	v, err := fn(inst, *value)
-	if err != nil {
-		return zero, toStatus(err)
-	}
-	return reply(v), nil
+	return serve(s.instancesV1, requiredOf(field, value), func(inst cloudprovider.Instances, v string) (R, error) {
+		t, err := fn(inst, v)
+		if err != nil {
+			var zero R
+			return zero, err
+		}
+		return reply(t), nil
+	})
 }
 
 func addressesReply(a []v1.NodeAddress) *pb.NodeAddressesResponse {
@@ -114,17 +119,12 @@ func (s *server) InstanceShutdownByProviderID(ctx context.Context, req *pb.Provi
 	})
 }
 
-// zoneCall runs one Zones call and maps the provider's error.
+// zoneCall runs one Zones call.
 func (s *server) zoneCall(fn func(cloudprovider.Zones) (cloudprovider.Zone, error)) (*pb.ZoneResponse, error) {
-	z, err := s.zones()
-	if err != nil {
-		return nil, err
-	}
-	zone, err := fn(z)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	return &pb.ZoneResponse{Zone: &pb.Zone{FailureDomain: proto.String(zone.FailureDomain), Region: proto.String(zone.Region)}}, nil
+	return serve(s.zones, noRequest, func(z cloudprovider.Zones, _ struct{}) (*pb.ZoneResponse, error) {
+		zone, err := fn(z)
+		return &pb.ZoneResponse{Zone: &pb.Zone{FailureDomain: proto.String(zone.FailureDomain), Region: proto.String(zone.Region)}}, err
+	})
 }
 
 func (s *server) GetZone(ctx context.Context, _ *pb.GetZoneRequest) (*pb.ZoneResponse, error) {

@@ -280,14 +280,7 @@ func serve[I, In, R any](get func() (I, error), decode func() (In, error), do fu
 func noRequest() (struct{}, error) { return struct{}{}, nil }
 
 // clusterOf is the decode of a request that names its cluster.
-func clusterOf(name *string) func() (string, error) {
-	return func() (string, error) {
-		if name == nil {
-			return "", invalid(errors.New("cluster_name: required"))
-		}
-		return *name, nil
-	}
-}
+func clusterOf(name *string) func() (string, error) { return requiredOf("cluster_name", name) }
 
 func (s *server) instancesV2() (cloudprovider.InstancesV2, error) {
 	if v2, ok := s.p.InstancesV2(); ok && v2 != nil {
