@@ -6,6 +6,7 @@ package deploy_test
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -35,7 +36,33 @@ import (
 
 func TestMain(m *testing.M) {
 	managertest.RunHelperProcess()
+	// The parallel tests (ownControlPlane) all at once unless
+	// -test.parallel says otherwise: they mostly wait for their managers.
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", "3")
+	}
 	testenv.Main(m)
+}
+
+// ownControlPlane starts a control plane for one test, stopped when the test
+// ends. The longest tests, which run a manager, run in parallel, each on a
+// control plane of its own: a manager acts on every Node of its cluster and
+// the chart's cluster-wide RBAC has fixed names, so two of them must not
+// share one (the others run one after another on the package's).
+func ownControlPlane(t *testing.T) *testenv.Env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("needs a real control plane; skipped under -short")
+	}
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatalf("control plane: %v", err)
+	}
+	t.Cleanup(env.Stop)
+	return env
 }
 
 // tool returns the path of a hack/kubebins binary, failing the test with the

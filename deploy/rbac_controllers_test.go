@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/stratus-ccm/stratus/internal/dev/devenv"
-	"github.com/stratus-ccm/stratus/internal/dev/testenv"
 	"github.com/stratus-ccm/stratus/internal/dev/testsupport"
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	mcserver "github.com/stratus-ccm/stratus/minicloud"
@@ -39,11 +38,15 @@ import (
 // provider and with the OpenStack provider on minicloud's OpenStack dialect
 // (the vSphere provider, which reads a Secret, has TestChartRBACVSphere).
 func TestChartRBACRunsEveryController(t *testing.T) {
+	t.Parallel()
 	for _, c := range []rbacCloud{
 		{name: "minicloud", providerID: "minicloud://", args: minicloudArgs, loadBalancers: minicloudLoadBalancers},
 		{name: "openstack", providerID: "openstack:///", openstack: true, args: openstackArgs, loadBalancers: openstackLoadBalancers},
 	} {
-		t.Run(c.name, func(t *testing.T) { runEveryController(t, c) })
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			runEveryController(t, c)
+		})
 	}
 }
 
@@ -124,7 +127,7 @@ func openstackLoadBalancers(ctx context.Context, mc *minicloudtest.Cloud, cluste
 }
 
 func runEveryController(t *testing.T, c rbacCloud) {
-	env := testenv.Get(t)
+	env := ownControlPlane(t)
 	ns := env.Namespace(t)
 	admin := env.Clientset(t)
 	ctx := context.Background()

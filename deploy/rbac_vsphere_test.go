@@ -18,7 +18,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 
-	"github.com/stratus-ccm/stratus/internal/dev/testenv"
 	"github.com/stratus-ccm/stratus/internal/dev/testsupport"
 	"github.com/stratus-ccm/stratus/internal/manager/managertest"
 	_ "github.com/stratus-ccm/stratus/providers/vsphere" // registers "vsphere" for the manager child process
@@ -32,7 +31,8 @@ import (
 // is destroyed; the ServiceAccount can read that one Secret and no other, nor
 // list the namespace's Secrets.
 func TestChartRBACVSphere(t *testing.T) {
-	env := testenv.Get(t)
+	t.Parallel()
+	env := ownControlPlane(t)
 	ns := env.Namespace(t)
 	admin := env.Clientset(t)
 	ctx := context.Background()
