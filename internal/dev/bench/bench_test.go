@@ -2,9 +2,11 @@ package bench
 
 import (
 	"context"
+	"flag"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -15,10 +17,27 @@ import (
 	"github.com/stratus-ccm/stratus/internal/dev/testenv"
 )
 
+// benchParallel is how many tests (each scenario of
+// TestQuickRunsEveryScenario, TestPluginRunsBothSides) run at once unless
+// -test.parallel says otherwise: they mostly wait for the managers and the
+// control planes, so more of them than the machine has cores.
+const benchParallel = 4
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(benchParallel))
+	}
+	os.Exit(m.Run())
+}
+
 // TestQuickRunsEveryScenario is `make bench-quick` as a harness check: every
 // scenario runs for both managers and yields its metrics. It asserts nothing
 // about speed.
 func TestQuickRunsEveryScenario(t *testing.T) {
+	t.Parallel() // beside TestPluginRunsBothSides: nothing is shared
 	if testing.Short() {
 		t.Skip("runs control planes and both managers; skipped under -short")
 	}

@@ -19,6 +19,7 @@ import (
 // scenarios run in process and through the plugin, and every single call is
 // timed on both sides. It asserts nothing about speed.
 func TestPluginRunsBothSides(t *testing.T) {
+	t.Parallel() // beside TestQuickRunsEveryScenario: nothing is shared
 	if testing.Short() {
 		t.Skip("runs control planes, stratus-ccm and its plugin; skipped under -short")
 	}
