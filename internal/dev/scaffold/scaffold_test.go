@@ -181,7 +181,13 @@ func exitStatus(err error) string {
 // control plane: every capability is switched off, so every scenario must
 // be skipped, each with the reason, and nothing may fail or panic.
 func TestScaffoldedModule(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	// The builds take minutes, more on a busy machine: the commands get
+	// until shortly before the test binary's own deadline.
+	deadline := time.Now().Add(30 * time.Minute)
+	if d, ok := t.Deadline(); ok {
+		deadline = d.Add(-30 * time.Second)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
 	defer cancel()
 	root, err := repo.Root()
 	if err != nil {
@@ -222,18 +228,15 @@ func TestScaffoldedModule(t *testing.T) {
 		t.Errorf("mycloud-plugin serving a provider without capabilities: %v\n%s\nwant it refused, naming the capabilities", err, out)
 	}
 
-	// Without KUBECONFIG the conformance test fails and says why.
-	noKube := goCmd(ctx, dir, []string{"KUBECONFIG="}, "test", "-tags", "conformance", "-count=1", "./conformance/")
-	if out, err := noKube.CombinedOutput(); err == nil || !strings.Contains(string(out), "KUBECONFIG is not set") {
-		t.Errorf("the conformance test without KUBECONFIG: %v\n%s\nwant a failure saying KUBECONFIG is not set", err, out)
-	}
-
 	env := testenv.Get(t)
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := conformance.WriteKubeconfig(env.Config, kubeconfig); err != nil {
 		t.Fatal(err)
 	}
-	out := run(t, goCmd(ctx, dir, []string{"KUBECONFIG=" + kubeconfig}, "test", "-tags", "conformance", "-count=1", "-v", "./conformance/"))
+	// -o keeps the test binary, for the run without KUBECONFIG below (go
+	// test links a test binary anew on every run).
+	confTest := filepath.Join(t.TempDir(), "conformance.test")
+	out := run(t, goCmd(ctx, dir, []string{"KUBECONFIG=" + kubeconfig}, "test", "-tags", "conformance", "-count=1", "-v", "-o", confTest, "./conformance/"))
 	t.Logf("the conformance test's output:\n%s", out)
 	for _, want := range []string{
 		"--- PASS: TestConformance",
@@ -249,5 +252,13 @@ func TestScaffoldedModule(t *testing.T) {
 	}
 	if strings.Contains(out, "panic") {
 		t.Errorf("the conformance test's output mentions a panic:\n%s", out)
+	}
+
+	// Without KUBECONFIG the conformance test fails and says why.
+	noKube := exec.CommandContext(ctx, confTest, "-test.v")
+	noKube.Dir = filepath.Join(dir, "conformance")
+	noKube.Env = append(os.Environ(), "KUBECONFIG=")
+	if out, err := noKube.CombinedOutput(); err == nil || !strings.Contains(string(out), "KUBECONFIG is not set") {
+		t.Errorf("the conformance test without KUBECONFIG: %v\n%s\nwant a failure saying KUBECONFIG is not set", err, out)
 	}
 }
