@@ -306,37 +306,34 @@ func lbObjects(d *Dialect, r *request, lbs []lbRecord) ([]object, error) {
 	return out, nil
 }
 
-func listenerObjects(d *Dialect, r *request, lbs []lbRecord) ([]object, error) {
-	var out []object
-	for i := range lbs {
-		for j := range lbs[i].Listeners {
-			out = append(out, toObject(listenerBody(&lbs[i], &lbs[i].Listeners[j])))
-		}
-	}
-	return out, nil
-}
-
-func poolObjects(d *Dialect, r *request, lbs []lbRecord) ([]object, error) {
-	var out []object
-	for i := range lbs {
-		for j := range lbs[i].Pools {
-			out = append(out, toObject(poolBody(&lbs[i], &lbs[i].Pools[j])))
-		}
-	}
-	return out, nil
-}
-
-func monitorObjects(d *Dialect, r *request, lbs []lbRecord) ([]object, error) {
-	var out []object
-	for i := range lbs {
-		for j := range lbs[i].Pools {
-			if p := &lbs[i].Pools[j]; p.Monitor != nil {
-				out = append(out, toObject(monitorBody(&lbs[i], p, p.Monitor)))
+// childObjects is the objectsFunc of a kind of child: the object body
+// makes of each child that children lists, in each load balancer; body
+// leaves a child out by returning nil.
+func childObjects[T any](children func(*lbRecord) []T, body func(*lbRecord, *T) map[string]any) objectsFunc {
+	return func(d *Dialect, r *request, lbs []lbRecord) ([]object, error) {
+		var out []object
+		for i := range lbs {
+			cs := children(&lbs[i])
+			for j := range cs {
+				if b := body(&lbs[i], &cs[j]); b != nil {
+					out = append(out, toObject(b))
+				}
 			}
 		}
+		return out, nil
 	}
-	return out, nil
 }
+
+var (
+	listenerObjects = childObjects(func(lb *lbRecord) []listener { return lb.Listeners }, listenerBody)
+	poolObjects     = childObjects(func(lb *lbRecord) []pool { return lb.Pools }, poolBody)
+	monitorObjects  = childObjects(func(lb *lbRecord) []pool { return lb.Pools }, func(lb *lbRecord, p *pool) map[string]any {
+		if p.Monitor == nil {
+			return nil
+		}
+		return monitorBody(lb, p, p.Monitor)
+	})
+)
 
 // samples build an object of each collection that can be empty, to check
 // filter names against.
