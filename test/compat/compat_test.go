@@ -52,28 +52,24 @@ func TestUpstreamParity(t *testing.T) {
 			// Most of a scenario's time is spent waiting for managers'
 			// periods; -test.parallel bounds how many run at once.
 			t.Parallel()
-			var got [2]any
-			for i, s := range []side{upstream, stratus} {
-				t.Run(string(s), func(t *testing.T) {
-					r := startRun(t, s, sc)
-					sc.run(r)
-					snap, names := r.takeSnapshot(sc.events)
-					for _, tol := range tolerances {
-						tol.apply(&snap)
-					}
-					got[i] = normalize(snap, names)
-					if testing.Verbose() {
-						js, _ := json.MarshalIndent(got[i], "", "  ")
-						t.Logf("final state (normalized):\n%s", js)
-					}
-				})
-				if t.Failed() {
-					return
+			compareSides(t, []side{upstream, stratus}, func(t *testing.T, s side) any {
+				r := startRun(t, s, sc)
+				sc.run(r)
+				snap, names := r.takeSnapshot(sc.events)
+				for _, tol := range tolerances {
+					tol.apply(&snap)
 				}
-			}
-			if d := cmp.Diff(got[0], got[1]); d != "" {
-				t.Errorf("stratus-ccm differs from the upstream CCM in ways docs/differences.md does not list (-upstream +stratus):\n%s", d)
-			}
+				got := normalize(snap, names)
+				if testing.Verbose() {
+					js, _ := json.MarshalIndent(got, "", "  ")
+					t.Logf("final state (normalized):\n%s", js)
+				}
+				return got
+			}, func(got []any) {
+				if d := cmp.Diff(got[0], got[1]); d != "" {
+					t.Errorf("stratus-ccm differs from the upstream CCM in ways docs/differences.md does not list (-upstream +stratus):\n%s", d)
+				}
+			})
 		})
 	}
 }

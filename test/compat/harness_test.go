@@ -46,6 +46,28 @@ func flagSet(name string) bool {
 // side is one of the two managers under comparison.
 type side string
 
+// compareSides runs each side as a parallel subtest named after it (each
+// has a control plane, cloud and manager of its own, and mostly waits for
+// the manager's periods; -test.parallel bounds how many run at once), and,
+// once all have ended and none failed, calls compare with what each returned,
+// in the order of sides.
+func compareSides(t *testing.T, sides []side, runSide func(t *testing.T, s side) any, compare func(got []any)) {
+	t.Helper()
+	got := make([]any, len(sides))
+	// A test's cleanups run after its parallel subtests have ended.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			compare(got)
+		}
+	})
+	for i, s := range sides {
+		t.Run(string(s), func(t *testing.T) {
+			t.Parallel()
+			got[i] = runSide(t, s)
+		})
+	}
+}
+
 const (
 	upstream side = "upstream"
 	stratus  side = "stratus"

@@ -185,29 +185,25 @@ var openstackDifferences = []string{"openstack-lb-annotations"}
 // with and without a floating IP carrying traffic, routes), and their final
 // states are equal up to the differences docs/differences.md lists.
 func TestOpenStackParity(t *testing.T) {
-	sides := []side{upstream, stratus}
-	got := make([]any, len(sides))
-	for i, s := range sides {
-		t.Run(string(s), func(t *testing.T) {
-			r := startOpenStackRun(t, s)
-			openStackScenario(r)
-			snap, names := r.takeSnapshot([]string{"Service/" + svcName + ": Normal DeletedLoadBalancer", "Service/internal: Normal DeletedLoadBalancer"})
-			for _, tol := range append(tolerances, openstackTolerances...) {
-				tol.apply(&snap)
-			}
-			got[i] = normalize(snap, names)
-			if testing.Verbose() {
-				js, _ := json.MarshalIndent(got[i], "", "  ")
-				t.Logf("final state (normalized):\n%s", js)
-			}
-		})
-		if t.Failed() {
-			return
+	t.Parallel()
+	compareSides(t, []side{upstream, stratus}, func(t *testing.T, s side) any {
+		r := startOpenStackRun(t, s)
+		openStackScenario(r)
+		snap, names := r.takeSnapshot([]string{"Service/" + svcName + ": Normal DeletedLoadBalancer", "Service/internal: Normal DeletedLoadBalancer"})
+		for _, tol := range append(tolerances, openstackTolerances...) {
+			tol.apply(&snap)
 		}
-	}
-	if d := cmp.Diff(got[0], got[1]); d != "" {
-		t.Errorf("stratus with providers/openstack differs from the upstream OpenStack CCM in ways docs/differences.md does not list (-upstream +stratus):\n%s", d)
-	}
+		got := normalize(snap, names)
+		if testing.Verbose() {
+			js, _ := json.MarshalIndent(got, "", "  ")
+			t.Logf("final state (normalized):\n%s", js)
+		}
+		return got
+	}, func(got []any) {
+		if d := cmp.Diff(got[0], got[1]); d != "" {
+			t.Errorf("stratus with providers/openstack differs from the upstream OpenStack CCM in ways docs/differences.md does not list (-upstream +stratus):\n%s", d)
+		}
+	})
 }
 
 // TestOpenStackDifferencesDocumented: the OpenStack scenario tolerates and

@@ -40,25 +40,21 @@ func TestPluginParity(t *testing.T) {
 		ran++
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			var got [2]any
-			for i, s := range []side{stratus, stratusPlugin} {
-				t.Run(string(s), func(t *testing.T) {
-					r := startRun(t, s, sc)
-					sc.run(r)
-					snap, names := r.takeSnapshot(sc.events)
-					got[i] = normalize(snap, names)
-					if testing.Verbose() {
-						js, _ := json.MarshalIndent(got[i], "", "  ")
-						t.Logf("final state (normalized):\n%s", js)
-					}
-				})
-				if t.Failed() {
-					return
+			compareSides(t, []side{stratus, stratusPlugin}, func(t *testing.T, s side) any {
+				r := startRun(t, s, sc)
+				sc.run(r)
+				snap, names := r.takeSnapshot(sc.events)
+				got := normalize(snap, names)
+				if testing.Verbose() {
+					js, _ := json.MarshalIndent(got, "", "  ")
+					t.Logf("final state (normalized):\n%s", js)
 				}
-			}
-			if d := cmp.Diff(got[0], got[1]); d != "" {
-				t.Errorf("stratus-ccm through the plugin differs from stratus-ccm with the provider in process (-in process +plugin):\n%s", d)
-			}
+				return got
+			}, func(got []any) {
+				if d := cmp.Diff(got[0], got[1]); d != "" {
+					t.Errorf("stratus-ccm through the plugin differs from stratus-ccm with the provider in process (-in process +plugin):\n%s", d)
+				}
+			})
 		})
 	}
 	if ran != len(pluginScenarios) {

@@ -73,30 +73,26 @@ func TestVSphereParity(t *testing.T) {
 	for _, sc := range vsphereScenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			got := make([]any, len(vsphereSides))
-			for i, s := range vsphereSides {
-				t.Run(string(s), func(t *testing.T) {
-					r := startVSphereRun(t, s, bins[s], sc)
-					sc.run(r)
-					snap, names := r.takeSnapshot(sc.events)
-					for _, tol := range append(tolerances, vsphereTolerances...) {
-						tol.apply(&snap)
-					}
-					got[i] = normalize(snap, names)
-					if testing.Verbose() {
-						js, _ := json.MarshalIndent(got[i], "", "  ")
-						t.Logf("final state (normalized):\n%s", js)
-					}
-				})
-				if t.Failed() {
-					return
+			compareSides(t, vsphereSides, func(t *testing.T, s side) any {
+				r := startVSphereRun(t, s, bins[s], sc)
+				sc.run(r)
+				snap, names := r.takeSnapshot(sc.events)
+				for _, tol := range append(tolerances, vsphereTolerances...) {
+					tol.apply(&snap)
 				}
-			}
-			for i := 1; i < len(vsphereSides); i++ {
-				if d := cmp.Diff(got[0], got[i]); d != "" {
-					t.Errorf("%s differs from the upstream vSphere CCM in ways docs/differences.md does not list (-upstream +%s):\n%s", vsphereSides[i], vsphereSides[i], d)
+				got := normalize(snap, names)
+				if testing.Verbose() {
+					js, _ := json.MarshalIndent(got, "", "  ")
+					t.Logf("final state (normalized):\n%s", js)
 				}
-			}
+				return got
+			}, func(got []any) {
+				for i := 1; i < len(vsphereSides); i++ {
+					if d := cmp.Diff(got[0], got[i]); d != "" {
+						t.Errorf("%s differs from the upstream vSphere CCM in ways docs/differences.md does not list (-upstream +%s):\n%s", vsphereSides[i], vsphereSides[i], d)
+					}
+				}
+			})
 		})
 	}
 }
