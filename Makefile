@@ -12,9 +12,10 @@ TEST_PARALLEL ?= 4
 TEST_TIMEOUT ?= 20m
 # The longest package: it runs from the start, next to the others, instead of
 # last (go test starts packages in import-path order), with more of its
-# scenarios at once (they mostly wait for the managers' periods).
+# scenarios' sides at once (each on a control plane of its own; they mostly
+# wait for the managers' periods, but start-ups compete for the CPU).
 TEST_LONGEST ?= ./test/compat
-TEST_LONGEST_PARALLEL ?= 6
+TEST_LONGEST_PARALLEL ?= 4
 # The next longest packages (docs/test-times.md), longest first: go test
 # starts the packages in the order it is given them, so these start before
 # the many short ones instead of ending the run alone.
@@ -172,7 +173,7 @@ fuzz: ## Run every fuzz target (each func Fuzz* of the root module) for FUZZTIME
 
 .PHONY: test-short
 test-short: ## Run only the tests that need no control plane.
-	go test -short ./...
+	go test -short -p $(TEST_PARALLEL) ./...
 
 .PHONY: lint
 lint: ## gofmt, go vet, the import layers (hack/layers) and staticcheck.
