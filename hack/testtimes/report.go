@@ -217,17 +217,17 @@ process start-ups) far more than they compute, so more of them run at once
 than the machine has cores.
 
 - test/compat, the longest package, runs from the start beside the others
-  (TEST_LONGEST) with -parallel TEST_LONGEST_PARALLEL (6): each side of each
+  (TEST_LONGEST) with -parallel TEST_LONGEST_PARALLEL (4): each side of each
   scenario is a parallel subtest with a control plane, cloud and manager of
   its own.
 - The other packages run TEST_PARALLEL (4) at a time, the longest ones
   (TEST_FIRST) first: go test starts packages in the order it is given them.
 - Packages whose tests are parallel set their own -parallel default in
-  TestMain (a -parallel flag overrides it): internal/dev/devenv 6,
-  internal/dev/bench 6, test/chaos 4 (each provider's run on a control plane
-  of its own), test/compat 4. In deploy, the tests that run a manager are
-  parallel, each on a control plane of its own; the others share the
-  package's, one after another.
+  TestMain (a -parallel flag overrides it): internal/dev/devenv 4 (its
+  end-to-end tests share the binaries they build), internal/dev/bench 4,
+  test/chaos 4 (each provider's run on a control plane of its own),
+  test/compat 4, deploy 3 (the tests that run a manager, each on a control
+  plane of its own; the others share the package's, one after another).
 - No test runs at a smaller size in make test than in its own target: the
   chaos runs' short sizes are theirs (make chaos runs the full ones), the
   bench harness check's tiny sizes too (make bench, make bench-quick).
