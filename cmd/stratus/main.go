@@ -48,6 +48,7 @@ func newCommand() *cobra.Command {
 	root.AddCommand(devcmd.NewCommand())
 	root.AddCommand(benchcmd.NewCommand())
 	root.AddCommand(benchcmd.NewPluginCommand())
+	root.AddCommand(benchcmd.NewRealNodesCommand())
 	root.AddCommand(conformancecmd.NewCommand())
 	root.AddCommand(statuscmd.NewCommand())
 	root.AddCommand(providercmd.NewCommand())
