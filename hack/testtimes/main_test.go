@@ -135,3 +135,24 @@ func TestFmtDuration(t *testing.T) {
 		}
 	}
 }
+
+func TestReportTimesAParallelParentByItsSubtests(t *testing.T) {
+	// A parent whose subtests are parallel reports almost no time of its
+	// own; its longest subtest is two levels down.
+	in := `{"Action":"pass","Package":"ex/p","Test":"TestParity/scenario/upstream","Elapsed":40}
+{"Action":"pass","Package":"ex/p","Test":"TestParity/scenario/stratus","Elapsed":30}
+{"Action":"pass","Package":"ex/p","Test":"TestParity/scenario","Elapsed":0}
+{"Action":"pass","Package":"ex/p","Test":"TestParity","Elapsed":0}
+{"Action":"pass","Package":"ex/p","Test":"TestUnit","Elapsed":2}
+{"Action":"pass","Package":"ex/p","Elapsed":41}
+`
+	var r run
+	if err := r.read(strings.NewReader(in)); err != nil {
+		t.Fatal(err)
+	}
+	md := r.markdown("", "", "", -1)
+	want := "| TestParity | ex/p | 40.0s | pass | scenario/upstream (40.0s) |\n| TestUnit | ex/p | 2.0s | pass |  |\n"
+	if !strings.Contains(md, want) {
+		t.Errorf("report\n%s\nwithout %q", md, want)
+	}
+}
