@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -42,16 +43,54 @@ const (
 // from this tree, as a subprocess with a temporary state dir and free ports,
 // and check the outcome through the API server, minicloud and real HTTP.
 
-// buildCommand builds a command of this repository (e.g. "cmd/stratus")
-// into a temporary folder of the test.
+// builds are the commands buildCommand built, shared by the tests that run
+// at the same time: they run the same binaries, and linking them again for
+// each test would cost more CPU than most tests' own work. The folder is
+// removed when the last test using it ends (a test that starts after that
+// builds again).
+var builds struct {
+	mu    sync.Mutex
+	dir   string
+	users int
+	paths map[string]string // command → binary
+}
+
+// buildCommand builds a command of this repository (e.g. "cmd/stratus"),
+// or returns the binary a running test built.
 func buildCommand(t *testing.T, root, cmd string) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), filepath.Base(cmd))
+	builds.mu.Lock()
+	defer builds.mu.Unlock()
+	if builds.dir == "" {
+		dir, err := os.MkdirTemp("", "devenv-bin-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		builds.dir, builds.paths = dir, map[string]string{}
+	}
+	builds.users++
+	// Registered before the test starts anything that runs the binary, so
+	// run after it is stopped.
+	t.Cleanup(func() {
+		builds.mu.Lock()
+		defer builds.mu.Unlock()
+		if builds.users--; builds.users == 0 {
+			_ = os.RemoveAll(builds.dir)
+			builds.dir, builds.paths = "", nil
+		}
+	})
+	if path, ok := builds.paths[cmd]; ok {
+		return path
+	}
+	// A folder per command: stratus dev looks for stratus-ccm next to
+	// itself, and finds it only where a test puts it.
+	path := filepath.Join(builds.dir, strings.ReplaceAll(cmd, "/", "_"), filepath.Base(cmd))
 	c := exec.Command("go", "build", "-o", path, "./"+cmd)
 	c.Dir = root
 	if msg, err := c.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", cmd, err, msg)
 	}
+	builds.paths[cmd] = path
 	return path
 }
 
@@ -100,7 +139,10 @@ func startDev(t *testing.T, stateDir string, args ...string) *devRun {
 			testsupport.DumpLogs(t, filepath.Join(stateDir, "logs"))
 		}
 	})
-	deadline := time.NewTimer(3 * time.Minute)
+	// Room for a start on a machine busy with the other tests: the control
+	// plane's, and without --manager-binary a go build of stratus-ccm (its
+	// link alone has taken over two minutes there).
+	deadline := time.NewTimer(6 * time.Minute)
 	defer deadline.Stop()
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
@@ -109,7 +151,7 @@ func startDev(t *testing.T, stateDir string, args ...string) *devRun {
 		case <-d.exited:
 			t.Fatalf("stratus dev exited before ready: %v", d.cmd.ProcessState)
 		case <-deadline.C:
-			t.Fatal("stratus dev not ready within 3m")
+			t.Fatal("stratus dev not ready within 6m")
 		case <-tick.C:
 		}
 	}

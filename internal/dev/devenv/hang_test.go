@@ -28,6 +28,7 @@ import (
 // that timed out has closed its connection, so nothing piles up at the hung
 // server; `start` serves the same state again.
 func TestMinicloudHang(t *testing.T) {
+	t.Parallel() // its own state dir, port and address block (243, no other test's)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dir := t.TempDir()
@@ -111,6 +112,7 @@ func TestMinicloudHang(t *testing.T) {
 // vCenter holds stay few (each failed call closes its own); `start` brings
 // the VM back to the same provider.
 func TestVCenterHang(t *testing.T) {
+	t.Parallel() // its own simulator, state dir and ports
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	vc, err := vcsim.Start(ctx, vcsim.Options{VMs: 1})

@@ -3,6 +3,7 @@ package devenv
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -26,8 +27,20 @@ import (
 	"github.com/stratus-ccm/stratus/internal/dev/testsupport"
 )
 
+// devenvParallel is how many of the package's parallel tests run at once
+// unless -test.parallel says otherwise: each end-to-end test runs an
+// environment of its own (own address block, state dir and ports) and
+// mostly waits for it, so more of them than the machine has cores.
+const devenvParallel = 4
+
 func TestMain(m *testing.M) {
 	log.SetLogger(funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{}))
+	flag.Parse()
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "test.parallel" })
+	if !set {
+		_ = flag.Set("test.parallel", strconv.Itoa(devenvParallel))
+	}
 	testenv.Main(m)
 }
 
@@ -37,6 +50,7 @@ func testIP() string {
 }
 
 func TestKubeletRegistersHeartbeatsAndServesNodePorts(t *testing.T) {
+	t.Parallel() // own node names, IPs and namespace on the shared control plane
 	env := testenv.Get(t)
 	cs := env.Clientset(t)
 	ns := env.Namespace(t)
@@ -160,6 +174,7 @@ func TestKubeletRegistersHeartbeatsAndServesNodePorts(t *testing.T) {
 }
 
 func TestKubeletRestartKeepsNode(t *testing.T) {
+	t.Parallel() // own node names, IPs and namespace on the shared control plane
 	env := testenv.Get(t)
 	cs := env.Clientset(t)
 	name := "kubelet-" + strconv.Itoa(rand.IntN(1e6))
@@ -248,6 +263,7 @@ func hasAddress(n *corev1.Node, typ corev1.NodeAddressType, addr string) bool {
 // node, through one listener per port; a stopped kubelet's IP stops
 // answering while the others go on.
 func TestKubeletsShareNodePorts(t *testing.T) {
+	t.Parallel() // own node names, IPs and namespace on the shared control plane
 	env := testenv.Get(t)
 	cs := env.Clientset(t)
 	ns := env.Namespace(t)
