@@ -540,8 +540,8 @@ func (m *ingressMap) set(name, ip string) {
 	m.ips[name] = ip
 }
 
-// lbTargets returns the benchmark's load balancers' target IPs by Service
-// name.
+// lbTargets returns the benchmark's load balancers' targets (instance IDs
+// and IPs) by Service name.
 func (b *realBench) lbTargets(ctx context.Context) (map[string]map[string]bool, error) {
 	lbs, err := b.cloud.ListLoadBalancers(ctx, client.ListOptions{PageSize: 1000})
 	if err != nil {
@@ -560,8 +560,15 @@ func (b *realBench) lbTargets(ctx context.Context) (map[string]map[string]bool, 
 			continue
 		}
 		ips := map[string]bool{}
+		// A target is an instance (a node with a provider ID) or an
+		// address; both are kept.
 		for _, t := range lb.Targets {
-			ips[t.IP] = true
+			if t.InstanceID != "" {
+				ips[t.InstanceID] = true
+			}
+			if t.IP != "" {
+				ips[t.IP] = true
+			}
 		}
 		out[name] = ips
 	}
@@ -624,8 +631,15 @@ func (b *realBench) addNode(ctx context.Context) (fromRegistered, fromReady Late
 			return false, nil
 		})
 	}()
-	seen, werr := b.watchTargets(ctx, func(ips map[string]bool) bool { return ips[b.nodeIP] })
-	<-nodeDone
+	seen, werr := b.watchTargets(ctx, func(ips map[string]bool) bool { return ips[b.nodeIP] || ips[b.instance] })
+	// On a busy machine the new node's Ready condition can flap; its
+	// moment is waited for at most a minute past the load balancers'.
+	select {
+	case <-nodeDone:
+	case <-time.After(time.Minute):
+		stopNode()
+		<-nodeDone
+	}
 	if registered.IsZero() {
 		return fromRegistered, fromReady, 0, fmt.Errorf("node %s never registered: %v", b.node, werr)
 	}
@@ -676,7 +690,7 @@ func (b *realBench) removeNode(ctx context.Context) (Latencies, error) {
 	}
 	already := 0
 	for _, ips := range before {
-		if !ips[b.nodeIP] {
+		if !ips[b.nodeIP] && !ips[b.instance] {
 			already++
 		}
 	}
@@ -687,7 +701,7 @@ func (b *realBench) removeNode(ctx context.Context) (Latencies, error) {
 	if already > 0 {
 		b.log.Info("load balancers without the node before its deletion (counted as 0 s)", "count", already)
 	}
-	seen, werr := b.watchTargets(ctx, func(ips map[string]bool) bool { return !ips[b.nodeIP] })
+	seen, werr := b.watchTargets(ctx, func(ips map[string]bool) bool { return !ips[b.nodeIP] && !ips[b.instance] })
 	var s []float64
 	for _, t := range seen {
 		s = append(s, max(t.Sub(t0).Seconds(), 0))
