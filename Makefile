@@ -135,6 +135,16 @@ bench-quick: kubebins kubebins-vsphere kubebins-openstack build ## Run every ben
 bench-plugin: kubebins build ## Benchmark stratus-ccm with its provider through a plugin against in process (bench/results/plugin.json; minutes).
 	bin/stratus bench-plugin --out bench/results/plugin.json --markdown bench/results/plugin.md $(ARGS)
 
+# make bench-realnodes: the perf-tests L4 load-balancer latencies
+# (ServiceCreationLatency, LoadBalancerNodeSyncLatency) for stratus-ccm and the
+# upstream CCM, each on real nodes of its own, one after the other on address
+# block 230 (root); docs/benchmarks.md, "Latency on real nodes".
+.PHONY: bench-realnodes
+bench-realnodes: build ## Measure Service creation and node-sync latency on real nodes, stratus and the upstream CCM (root; bench/results/realnodes.json and .md; about 6 minutes at 50 Services once built).
+	hack/kubebins/build.sh etcd kube-apiserver kube-controller-manager kubectl helm ccm \
+		kube-scheduler kubelet kube-proxy agnhost containerd containerd-shim-runc-v2 ctr
+	bin/stratus bench-realnodes --out bench/results/realnodes.json --markdown bench/results/realnodes.md $(ARGS)
+
 .PHONY: conformance
 conformance: kubebins kubebins-vsphere kubebins-openstack build ## Run the provider conformance kit with every driver (the upstream providers as plugins); JUnit in .cache/conformance.xml, the matrix in docs/conformance.md.
 	KUBEBUILDER_ASSETS=$(KUBEBINS_DIR) bin/stratus conformance --junit .cache/conformance.xml --matrix docs/conformance.md $(ARGS)
