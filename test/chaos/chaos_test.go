@@ -157,12 +157,26 @@ func TestMain(m *testing.M) {
 // cluster, and would delete the other runs' Nodes, whose instances are not
 // in their cloud. envtest's Service IP range (a /24) holds fewer than the
 // full size's 300 Services.
-func controlPlane(t *testing.T) *testenv.Env {
+//
+// Side by side, the runs share the test's network namespace, where a node
+// port is one listener on every address (devenv.NodePorts): each run's API
+// server allocates node ports from a range of its own (a fourth of the
+// default 30000-32767, by address block), so that no run answers or resets
+// another's traffic.
+func controlPlane(t *testing.T, block int) *testenv.Env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("needs a real control plane; skipped under -short")
 	}
-	env, err := testenv.StartWith(map[string]string{"service-cluster-ip-range": serviceCIDR})
+	flags := map[string]string{"service-cluster-ip-range": serviceCIDR}
+	if !*full {
+		if block == 0 {
+			block = 251
+		}
+		first := 30000 + (block-251)*690
+		flags["service-node-port-range"] = fmt.Sprintf("%d-%d", first, first+689)
+	}
+	env, err := testenv.StartWith(flags)
 	if err != nil {
 		t.Fatalf("control plane: %v", err)
 	}
@@ -210,9 +224,13 @@ func TestChaos(t *testing.T) { runChaos(t, minicloudProvider()) }
 // runChaos is one chaos run of the managers with provider p.
 func runChaos(t *testing.T, p *provider) {
 	// Beside the other providers' runs: each has its own control plane,
-	// cloud and address block (p.block).
-	t.Parallel()
-	env := controlPlane(t)
+	// cloud, address block (p.block) and node ports. Full-size runs (make
+	// chaos) go one at a time: their Services need the whole node port
+	// range.
+	if !*full {
+		t.Parallel()
+	}
+	env := controlPlane(t, p.block)
 	sz := chosenSize(p)
 	ns := env.Namespace(t)
 	ctx, cancel := context.WithCancel(context.Background())
