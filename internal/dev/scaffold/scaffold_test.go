@@ -181,6 +181,9 @@ func exitStatus(err error) string {
 // control plane: every capability is switched off, so every scenario must
 // be skipped, each with the reason, and nothing may fail or panic.
 func TestScaffoldedModule(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds the scaffolded module's binaries (minutes) and runs a control plane")
+	}
 	// The builds take minutes, more on a busy machine: the commands get
 	// until shortly before the test binary's own deadline.
 	deadline := time.Now().Add(30 * time.Minute)
