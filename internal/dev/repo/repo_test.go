@@ -8,13 +8,13 @@ import (
 )
 
 func TestRootFromASubfolder(t *testing.T) {
-	// go test runs in this package's folder, two below the root.
+	// go test runs in this package's folder, internal/dev/repo.
 	got, err := Root()
 	if err != nil {
 		t.Fatal(err)
 	}
 	wd, _ := os.Getwd()
-	if want := filepath.Dir(filepath.Dir(wd)); got != want {
+	if want := filepath.Dir(filepath.Dir(filepath.Dir(wd))); got != want {
 		t.Errorf("Root() = %q; want %q", got, want)
 	}
 }
