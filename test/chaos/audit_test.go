@@ -23,7 +23,14 @@ type audit struct {
 	// atWindowEnd is how many problems the first pass found, right after
 	// the faults stopped.
 	atWindowEnd int
+	// logf, when set, gets a line per pass: when it began after the faults
+	// stopped, how long it took and what it found (the last few problems in
+	// full), so that a run's log shows what held its convergence.
+	logf func(format string, args ...any)
 }
+
+// passLogLimit is how many of a pass's problems logf gets in full.
+const passLogLimit = 12
 
 // result is one pass of the audit.
 type result struct {
@@ -51,11 +58,18 @@ func (a *audit) converge(ctx context.Context, deadline time.Duration) (bool, []s
 	tick := time.NewTicker(2 * time.Second)
 	defer tick.Stop()
 	var last []string
-	for first := true; ; first = false {
+	start := time.Now()
+	for pass, first := 1, true; ; pass, first = pass+1, false {
 		a.w.recreatePending(ctx)
+		began := time.Now()
 		r := a.check(ctx, true)
 		if first {
 			a.atWindowEnd = len(r.problems)
+		}
+		if a.logf != nil {
+			shown := r.problems[:min(len(r.problems), passLogLimit)]
+			a.logf("audit pass %d at +%s (took %s): %d problems%s", pass, began.Sub(start).Round(100*time.Millisecond),
+				time.Since(began).Round(100*time.Millisecond), len(r.problems), indentLines(shown))
 		}
 		if len(r.problems) == 0 {
 			return true, nil
@@ -70,6 +84,16 @@ func (a *audit) converge(ctx context.Context, deadline time.Duration) (bool, []s
 		case <-tick.C:
 		}
 	}
+}
+
+// indentLines renders lines one per line below a log line's head.
+func indentLines(lines []string) string {
+	var b strings.Builder
+	for _, l := range lines {
+		b.WriteString("\n    ")
+		b.WriteString(l)
+	}
+	return b.String()
 }
 
 // final is the audit's last pass, with wrongful deletions confirmed against

@@ -376,8 +376,9 @@ func runChaos(t *testing.T, p *provider) {
 		r.proxy.Heal()
 	}
 
-	a := &audit{w: w, sample: sz.trafficSample}
+	a := &audit{w: w, sample: sz.trafficSample, logf: t.Logf}
 	convergeStart := time.Now()
+	t.Logf("chaos: faults stopped at %s", convergeStart.UTC().Format(time.RFC3339Nano))
 	converged, problems := a.converge(ctx, sz.converge)
 	convergeTime := time.Since(convergeStart)
 	final := a.final(ctx)
