@@ -142,7 +142,7 @@ bench-plugin: kubebins build ## Benchmark stratus-ccm with its provider through 
 .PHONY: bench-realnodes
 bench-realnodes: build ## Measure Service creation and node-sync latency on real nodes, stratus and the upstream CCM (root; bench/results/realnodes.json and .md; about 6 minutes at 50 Services once built).
 	hack/kubebins/build.sh etcd kube-apiserver kube-controller-manager kubectl helm ccm \
-		kube-scheduler kubelet kube-proxy agnhost containerd containerd-shim-runc-v2 ctr
+		kube-scheduler kubelet kube-proxy agnhost containerd containerd-shim-runc-v2 ctr coredns
 	bin/stratus bench-realnodes --out bench/results/realnodes.json --markdown bench/results/realnodes.md $(ARGS)
 
 .PHONY: conformance

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # make e2e: the upstream Kubernetes e2e suite's load-balancer tests
 # (e2e.test at the pinned Kubernetes version, built by hack/kubebins) against
-# a cloud controller manager on real nodes: `stratus dev --real-nodes`, two
-# nodes, minicloud's L4 data plane. Each manager gets an environment of its
+# a cloud controller manager on real nodes: `stratus dev --real-nodes`, three
+# nodes (E2E_NODES), CoreDNS as the cluster DNS, minicloud's L4 data plane
+# with VIPs routed to the host from the node network. Each manager gets an environment of its
 # own, one after the other, on the same address block:
 #   stratus   stratus-ccm installed from its Helm chart as pods on the nodes,
 #             as stratus dev --real-nodes installs it
@@ -18,6 +19,8 @@
 # Usage: hack/e2e/run.sh [stratus] [upstream]   (default: both)
 # Environment: E2E_FOCUS / E2E_SKIP replace the selection below,
 # E2E_ADDRESS_BLOCK (default 244) is the environment's address block,
+# E2E_NODES (default 3: tests that need 3 schedulable nodes run) how many
+# real nodes,
 # E2E_OUT (default .cache/e2e), E2E_TIMEOUT (default 4h, the whole suite's).
 # Needs root (real nodes) and the Debian packages of hack/ci-packages.txt.
 set -euo pipefail
@@ -41,6 +44,7 @@ default_skip='\[Disruptive\]|\[Flaky\]'
 focus=${E2E_FOCUS:-$default_focus}
 skip=${E2E_SKIP:-$default_skip}
 block=${E2E_ADDRESS_BLOCK:-244}
+nodes=${E2E_NODES:-3}
 out=$(mkdir -p "${E2E_OUT:-.cache/e2e}" && cd "${E2E_OUT:-.cache/e2e}" && pwd)
 suite_timeout=${E2E_TIMEOUT:-4h}
 
@@ -62,7 +66,7 @@ fi
 # What the run needs: the real nodes' binaries, e2e.test and the upstream CCM
 # at the pinned versions, and this tree's stratus and stratus-ccm.
 hack/kubebins/build.sh etcd kube-apiserver kube-controller-manager kubectl helm ccm \
-	kube-scheduler kubelet kube-proxy agnhost containerd containerd-shim-runc-v2 ctr e2e.test
+	kube-scheduler kubelet kube-proxy agnhost containerd containerd-shim-runc-v2 ctr coredns e2e.test
 bins=$(hack/kubebins/build.sh --print-dir)
 go build -o bin/ ./cmd/stratus ./cmd/stratus-ccm
 
@@ -133,7 +137,7 @@ run_one() {
 	local state="$dir/state"
 	rm -rf "$dir"
 	mkdir -p "$dir"
-	local dev_flags=(--real-nodes --nodes 2 --address-block "$block" --state-dir "$state"
+	local dev_flags=(--real-nodes --nodes "$nodes" --address-block "$block" --state-dir "$state"
 		--kube-bin-dir "$bins" --manager-binary "$root/bin/stratus-ccm")
 	if [[ "$m" == upstream ]]; then
 		dev_flags+=(--no-manager)
@@ -153,9 +157,10 @@ run_one() {
 	# taint removed) and Ready before the suite starts: the suite waits for
 	# schedulable nodes itself, but a manager that never initializes them
 	# should fail here, saying so.
-	echo "e2e: [$m] waiting for both nodes to be initialized and Ready"
-	local waited=0
-	until [[ "$("$bins/kubectl" --kubeconfig "$kubeconfig" get nodes -o go-template='{{range .items}}{{$n := .}}{{range .status.conditions}}{{if and (eq .type "Ready") (eq .status "True")}}{{$t := false}}{{range $n.spec.taints}}{{if eq .key "node.cloudprovider.kubernetes.io/uninitialized"}}{{$t = true}}{{end}}{{end}}{{if not $t}}ok {{end}}{{end}}{{end}}{{end}}' 2>/dev/null)" == "ok ok " ]]; do
+	echo "e2e: [$m] waiting for the $nodes nodes to be initialized and Ready"
+	local waited=0 want
+	want=$(printf 'ok %.0s' $(seq "$nodes"))
+	until [[ "$("$bins/kubectl" --kubeconfig "$kubeconfig" get nodes -o go-template='{{range .items}}{{$n := .}}{{range .status.conditions}}{{if and (eq .type "Ready") (eq .status "True")}}{{$t := false}}{{range $n.spec.taints}}{{if eq .key "node.cloudprovider.kubernetes.io/uninitialized"}}{{$t = true}}{{end}}{{end}}{{if not $t}}ok {{end}}{{end}}{{end}}{{end}}' 2>/dev/null)" == "$want" ]]; do
 		if ((waited >= 600)); then
 			echo "e2e: [$m] nodes not initialized and Ready after 10 minutes:" >&2
 			"$bins/kubectl" --kubeconfig "$kubeconfig" get nodes -o wide >&2 || true
@@ -174,7 +179,7 @@ run_one() {
 		--kubeconfig="$kubeconfig" \
 		--kubectl-path="$bins/kubectl" \
 		--provider=aws \
-		--num-nodes=2 \
+		--num-nodes="$nodes" \
 		--node-schedulable-timeout=10m \
 		--system-pods-startup-timeout=10m \
 		--minStartupPods=0 \

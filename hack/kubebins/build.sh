@@ -35,7 +35,7 @@ if [[ "${1:-}" == "--print-dir" ]]; then
 	exit 0
 fi
 
-all_names="etcd kube-apiserver kubectl kube-controller-manager helm kwok ccm vsphere-ccm stratus-cpv openstack-ccm stratus-occm kube-scheduler kubelet kube-proxy agnhost containerd containerd-shim-runc-v2 ctr e2e.test"
+all_names="etcd kube-apiserver kubectl kube-controller-manager helm kwok ccm vsphere-ccm stratus-cpv openstack-ccm stratus-occm kube-scheduler kubelet kube-proxy agnhost containerd containerd-shim-runc-v2 ctr coredns e2e.test"
 for name in "$@"; do
 	if [[ " $all_names " != *" $name "* ]]; then
 		echo "kubebins: unknown binary $name (want some of: $all_names)" >&2
@@ -142,6 +142,13 @@ for name in containerd containerd-shim-runc-v2 ctr; do
 			"-X github.com/containerd/containerd/v2/version.Version=$CONTAINERD_VERSION"
 	fi
 done
+# CoreDNS, the real nodes' cluster DNS (its kubernetes plugin and the few
+# plugins of the kube-dns Corefile, hack/kubebins/coredns/main.go).
+if wanted coredns; then
+	plan coredns coredns github.com/stratus-ccm/stratus/hack/kubebins/coredns \
+		"$COREDNS_VERSION+$(sources hack/kubebins/coredns)" \
+		"-X github.com/coredns/coredns/coremain.GitCommit=$COREDNS_VERSION"
+fi
 if wanted helm; then
 	plan helm helm helm.sh/helm/v3/cmd/helm "$HELM_VERSION" "-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION"
 fi

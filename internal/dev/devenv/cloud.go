@@ -39,9 +39,11 @@ func (e *env) startCloud(ctx context.Context, logger logr.Logger) (*cloudServer,
 		cfg.PeerNetworks = []minicloud.PeerNetwork{peer}
 	}
 	if e.real != nil {
-		// Real nodes' instances are on the bridge's network, and the
-		// routes minicloud holds are the router's kernel routes.
+		// Real nodes' instances are on the bridge's network, their VIPs
+		// routed to the host from it, and the routes minicloud holds are
+		// the router's kernel routes.
 		cfg.InstanceCIDR = e.real.net.instancePool()
+		cfg.VIPCIDR = e.real.net.vipNet
 		cfg.KernelRoutes = &minicloud.KernelRoutes{Netns: e.real.net.router}
 	}
 	cfg.Logger = logger

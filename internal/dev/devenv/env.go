@@ -229,11 +229,15 @@ func (e *env) run(ctx context.Context) error {
 		f.list = vsphereMachines(e.vc, peerNetwork(e.block))
 	}
 	if e.real != nil {
-		e.say("building the images the real nodes import (pause, agnhost, stratus-ccm)")
+		e.say("building the images the real nodes import (pause, agnhost, stratus-ccm, coredns)")
 		if err := e.real.prepare(runCtx, e.opts.RepoRoot, e.opts.ManagerBinary); err != nil {
 			return err
 		}
 		f.list = e.real.machines(e.cloud.client, cs)
+		e.say("deploying the cluster DNS: CoreDNS %s in %s behind Service kube-dns (%s)", coreDNSVersion, metav1.NamespaceSystem, ClusterDNS)
+		if err := deployClusterDNS(runCtx, cs); err != nil {
+			return err
+		}
 		if !e.opts.NoManager {
 			if err := e.installChart(runCtx); err != nil {
 				return err

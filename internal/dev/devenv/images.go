@@ -246,9 +246,9 @@ func checkStatic(path string) error {
 }
 
 // realNodeImages are the images every real node gets: the sandbox, agnhost
-// (with the shell and the tools the upstream e2e tests run in its pods) and
-// the manager's.
-func realNodeImages(pause, agnhost, proxyecho, manager string) ([]imageSpec, error) {
+// (with the shell and the tools the upstream e2e tests run in its pods), the
+// manager's and the cluster DNS's.
+func realNodeImages(pause, agnhost, proxyecho, manager, coredns string) ([]imageSpec, error) {
 	tools, links, env, err := agnhostImageTools()
 	if err != nil {
 		return nil, err
@@ -260,5 +260,7 @@ func realNodeImages(pause, agnhost, proxyecho, manager string) ([]imageSpec, err
 		// As the Dockerfile builds it: the static binary at the same path,
 		// running as distroless' nonroot user, which the chart expects.
 		{ref: ManagerImageRepository + ":" + ManagerImageTag, bin: manager, path: "/usr/local/bin/stratus-ccm", entrypoint: []string{"/usr/local/bin/stratus-ccm"}, user: "65532:65532"},
+		// As upstream's: the binary at /coredns, run as root (it binds port 53).
+		{ref: CoreDNSImage, bin: coredns, path: "/coredns", entrypoint: []string{"/coredns"}},
 	}, nil
 }

@@ -19,7 +19,7 @@ import (
 
 // realNodeKubeBins are the pinned binaries --real-nodes needs beyond
 // devKubeBins.
-var realNodeKubeBins = []string{"kube-scheduler", "kubelet", "kube-proxy", "agnhost", "containerd", "containerd-shim-runc-v2", "ctr", "helm"}
+var realNodeKubeBins = []string{"kube-scheduler", "kubelet", "kube-proxy", "agnhost", "containerd", "containerd-shim-runc-v2", "ctr", "coredns", "helm"}
 
 // realNodes is what an environment with real nodes shares between them.
 type realNodes struct {
@@ -67,7 +67,7 @@ func (r *realNodes) prepare(ctx context.Context, repoRoot, managerBin string) er
 	} else if err := checkStatic(managerBin); err != nil {
 		return fmt.Errorf("--manager-binary: %w", err)
 	}
-	specs, err := realNodeImages(pause, filepath.Join(r.binDir, "agnhost"), proxyecho, managerBin)
+	specs, err := realNodeImages(pause, filepath.Join(r.binDir, "agnhost"), proxyecho, managerBin, filepath.Join(r.binDir, "coredns"))
 	if err != nil {
 		return err
 	}

@@ -21,6 +21,7 @@ import (
 //	 srB (172.30.B.1/30) ── veth ── uplink (172.30.B.2/30)
 //	                                 br0 (172.31.B.254/24) ── veth vN ─────── eth0 (172.31.B.N/24)
 //	                                 10.B.x.0/24 via 172.31.B.N  (minicloud's routes)   cni0 10.B.x.1/24, pods
+//	 local 172.30.B.128/25 (VIPs)    172.30.B.128/25 via 172.30.B.1                     default via 172.31.B.254
 //
 // The router is a namespace of its own so that forwarding is switched on
 // there and never in the machine's own namespace. The host reaches the node
@@ -30,6 +31,14 @@ import (
 // on 172.30.B.1. The pod routes are minicloud's: it programs the routes the
 // route controller creates in the router's table (minicloud.KernelRoutes),
 // and nothing else routes a pod network.
+//
+// Load-balancer VIPs come from 172.30.B.128/25, a range routed to the host
+// as a cloud routes its VIPs to its load balancers: the host's table holds
+// the whole range as local addresses (no address per VIP), where
+// minicloud's data plane binds its listeners, and the router sends the
+// range to the host. So the nodes and their pods reach a VIP through the
+// node network, with their own source addresses, as they would reach a
+// cloud's load balancer (a VIP on loopback would be every pod's own).
 type realNet struct {
 	block int
 	// router is the router's namespace name.
@@ -43,6 +52,8 @@ type realNet struct {
 	gateway netip.Addr
 	// podNet is the cluster's pod network (node IPAM's cluster CIDR).
 	podNet netip.Prefix
+	// vipNet is minicloud's VIP pool, local to the host.
+	vipNet netip.Prefix
 
 	mu         sync.Mutex
 	forwarders []net.Listener
@@ -66,6 +77,7 @@ func newRealNet(block int) (*realNet, error) {
 		nodeNet:  netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 31, b, 0}), 24),
 		gateway:  netip.AddrFrom4([4]byte{172, 31, b, 254}),
 		podNet:   netip.PrefixFrom(netip.AddrFrom4([4]byte{10, b, 0, 0}), 16),
+		vipNet:   netip.PrefixFrom(netip.AddrFrom4([4]byte{172, 30, b, 128}), 25),
 	}, nil
 }
 
@@ -142,6 +154,8 @@ func (n *realNet) up(ctx context.Context) error {
 		{"-n", n.router, "link", "set", "br0", "up"},
 		{"route", "replace", n.nodeNet.String(), "via", n.routerIP.String(), "dev", n.hostLink},
 		{"route", "replace", n.podNet.String(), "via", n.routerIP.String(), "dev", n.hostLink},
+		{"route", "replace", "local", n.vipNet.String(), "dev", "lo"},
+		{"-n", n.router, "route", "replace", n.vipNet.String(), "via", n.hostIP.String()},
 	}
 	for _, args := range steps {
 		if err := runIP(ctx, args...); err != nil {
@@ -157,8 +171,9 @@ func (n *realNet) up(ctx context.Context) error {
 }
 
 // down removes the router namespace (its bridge and the veths to the nodes
-// go with it, and so does the host link and its routes). Errors are ignored:
-// it also cleans up after a run that did not get as far.
+// go with it, and so does the host link and its routes) and the host's
+// local route of the VIPs. Errors are ignored: it also cleans up after a
+// run that did not get as far.
 func (n *realNet) down(ctx context.Context) {
 	n.mu.Lock()
 	for _, l := range n.forwarders {
@@ -168,6 +183,7 @@ func (n *realNet) down(ctx context.Context) {
 	n.mu.Unlock()
 	_ = runIP(ctx, "link", "del", n.hostLink)
 	_ = runIP(ctx, "netns", "del", n.router)
+	_ = runIP(ctx, "route", "del", "local", n.vipNet.String(), "dev", "lo", "table", "local")
 }
 
 // forward listens on the host's address of the node network at port and

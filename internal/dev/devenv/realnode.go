@@ -246,8 +246,8 @@ func (n *realNode) startContainerd(ctx context.Context) error {
 
 // kubeletConfig is the kubelet's configuration on this kind of machine
 // (cgroup v1, cgroupfs, a root of its own), with eviction and image garbage
-// collection that do not act on a shared disk, and no resolver of the
-// machine's (pods get no upstream name server).
+// collection that do not act on a shared disk, no resolver of the
+// machine's (pods get no upstream name server) and the cluster DNS.
 const kubeletConfig = `apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
 failCgroupV1: false
@@ -264,6 +264,8 @@ authentication:
 authorization:
   mode: Webhook
 resolvConf: ""
+clusterDNS: [%[5]q]
+clusterDomain: %[6]q
 podLogsDir: %[4]q
 failSwapOn: false
 readOnlyPort: 0
@@ -279,7 +281,7 @@ localStorageCapacityIsolation: false
 `
 
 func (n *realNode) startKubelet(kubeconfig, caFile string) error {
-	cfg := fmt.Sprintf(kubeletConfig, n.cgroupRoot(), "unix://"+n.sock(), caFile, filepath.Join(n.dir, "pod-logs"))
+	cfg := fmt.Sprintf(kubeletConfig, n.cgroupRoot(), "unix://"+n.sock(), caFile, filepath.Join(n.dir, "pod-logs"), ClusterDNS, ClusterDomain)
 	path := filepath.Join(n.dir, "kubelet.yaml")
 	if err := os.WriteFile(path, []byte(cfg), 0o644); err != nil {
 		return fmt.Errorf("node %s: %w", n.name, err)
