@@ -13,8 +13,8 @@ var errDryRun = errors.New("dry run")
 
 // validateLB is the dry run of a load balancer create: 200 with the spec as
 // it would be stored when minicloud would accept it, else the error the
-// create would answer (400 for an invalid spec or a missing target
-// instance, 409 when the VIP pool has no free address). A spec whose name an
+// create would answer (400 for an invalid spec, a missing target
+// instance or backend pool, 409 when the VIP pool has no free address). A spec whose name an
 // existing load balancer holds is checked as that load balancer's update,
 // which keeps its VIP. Nothing is stored.
 func (s *Server) validateLB(r *http.Request) (int, any, error) {
@@ -24,7 +24,7 @@ func (s *Server) validateLB(r *http.Request) (int, any, error) {
 	}
 	var verdict error
 	err = s.store.Update(func(tx *store.Tx) error {
-		if err := checkTargets(tx, spec.Targets); err != nil {
+		if err := checkRefs(tx, spec); err != nil {
 			verdict = err
 			return errDryRun
 		}

@@ -17,6 +17,7 @@ import (
 type resolver struct {
 	tx        *store.Tx
 	instances map[string]*instanceAddr // nil: not found
+	pools     map[string][]api.Target  // backend pool members by name; nil: not found
 	peers     []PeerNetwork
 }
 
@@ -28,7 +29,7 @@ type instanceAddr struct {
 }
 
 func (s *Server) newResolver(tx *store.Tx) *resolver {
-	return &resolver{tx: tx, instances: map[string]*instanceAddr{}, peers: s.cfg.PeerNetworks}
+	return &resolver{tx: tx, instances: map[string]*instanceAddr{}, pools: map[string][]api.Target{}, peers: s.cfg.PeerNetworks}
 }
 
 // resolve returns the backend of t, or why it cannot receive traffic.
@@ -226,7 +227,7 @@ func planSpec(res *resolver, lb lbRecord) dataplane.Spec {
 		ProxyProtocol: lb.ProxyProtocol,
 	}
 	index := map[api.Target]int{}
-	for i, t := range lb.Targets {
+	for i, t := range res.served(&lb) {
 		spec.Backends = append(spec.Backends, res.resolve(t))
 		index[t] = i
 	}
@@ -265,8 +266,8 @@ func planSpec(res *resolver, lb lbRecord) dataplane.Spec {
 	return spec
 }
 
-// reconcileLBsTargeting re-applies the load balancers that target
-// instance id, after the instance stopped, started or was deleted.
+// reconcileLBsTargeting re-applies the load balancers that serve
+// instance id (directly or through a backend pool), after the instance stopped, started or was deleted.
 func (s *Server) reconcileLBsTargeting(instanceID string) {
 	s.reconcileLBs(s.targets.lbsOf(instanceID))
 }

@@ -54,20 +54,14 @@ func validateLBSpec(spec *api.LoadBalancerSpec, create bool) error {
 		}
 		seen[k] = true
 	}
+	if err := validateTargets(spec.Targets); err != nil {
+		return err
+	}
+	if err := validatePoolNames(spec.BackendPools); err != nil {
+		return err
+	}
 	targets := map[api.Target]bool{}
 	for _, t := range spec.Targets {
-		switch {
-		case (t.InstanceID == "") == (t.IP == ""):
-			return errInvalid("a target needs exactly one of instance_id and ip")
-		case t.IP != "":
-			a, err := netip.ParseAddr(t.IP)
-			if err != nil || a.Zone() != "" {
-				return errInvalid("target ip %q is not an IP address", t.IP)
-			}
-		}
-		if targets[t] {
-			return errInvalid("duplicate target %+v", t)
-		}
 		targets[t] = true
 	}
 	for i := range spec.Listeners {
@@ -116,6 +110,28 @@ func validateLBSpec(spec *api.LoadBalancerSpec, create bool) error {
 	return validateRanges("source range", spec.SourceRanges)
 }
 
+// validateTargets checks targets: each names exactly one of an instance and
+// an address, and none twice.
+func validateTargets(list []api.Target) error {
+	targets := map[api.Target]bool{}
+	for _, t := range list {
+		switch {
+		case (t.InstanceID == "") == (t.IP == ""):
+			return errInvalid("a target needs exactly one of instance_id and ip")
+		case t.IP != "":
+			a, err := netip.ParseAddr(t.IP)
+			if err != nil || a.Zone() != "" {
+				return errInvalid("target ip %q is not an IP address", t.IP)
+			}
+		}
+		if targets[t] {
+			return errInvalid("duplicate target %+v", t)
+		}
+		targets[t] = true
+	}
+	return nil
+}
+
 // validateRanges checks source ranges and writes them masked; what names
 // them in errors.
 func validateRanges(what string, ranges []string) error {
@@ -127,6 +143,15 @@ func validateRanges(what string, ranges []string) error {
 		ranges[i] = p.Masked().String()
 	}
 	return nil
+}
+
+// checkRefs verifies that what a load balancer spec refers to exists: its
+// instance targets and its backend pools.
+func checkRefs(tx *store.Tx, spec api.LoadBalancerSpec) error {
+	if err := checkTargets(tx, spec.Targets); err != nil {
+		return err
+	}
+	return checkPools(tx, spec.BackendPools)
 }
 
 // checkTargets verifies that instance targets exist.

@@ -20,7 +20,7 @@ func (s *Server) createLB(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	id, res, replayed, err := s.create(r, body, store.LoadBalancers, func(tx *store.Tx) (string, any, error) {
-		if err := checkTargets(tx, spec.Targets); err != nil {
+		if err := checkRefs(tx, spec); err != nil {
 			return "", nil, err
 		}
 		id, err := tx.NextID(store.LoadBalancers, lbPrefix)
@@ -42,7 +42,9 @@ func (s *Server) createLB(r *http.Request) (int, any, error) {
 		if err := store.Put(tx, store.LoadBalancers, id, lb); err != nil {
 			return "", nil, err
 		}
-		s.addUnknownHealth(&lb)
+		res := s.newResolver(tx)
+		s.indexLB(res, &lb)
+		addUnknownHealth(res, &lb)
 		return id, lb, nil
 	})
 	if err != nil {
@@ -51,7 +53,6 @@ func (s *Server) createLB(r *http.Request) (int, any, error) {
 	if replayed {
 		return replay(id, res, s.loadBalancer)
 	}
-	s.targets.set(id, spec.Targets)
 	if s.cfg.LBProvisionDelay == 0 {
 		s.activate(id)
 		lb, err := s.loadBalancer(id)
@@ -76,11 +77,13 @@ func applySpec(lb *lbRecord, spec api.LoadBalancerSpec) {
 	lb.Algorithm = spec.Algorithm
 	lb.IdleTimeoutSeconds = spec.IdleTimeoutSeconds
 	lb.ProxyProtocol = spec.ProxyProtocol
+	lb.BackendPools = spec.BackendPools
 }
 
-func (s *Server) addUnknownHealth(lb *api.LoadBalancer) {
-	lb.TargetHealth = make([]api.TargetHealth, len(lb.Targets))
-	for i, t := range lb.Targets {
+func addUnknownHealth(res *resolver, lb *api.LoadBalancer) {
+	served := res.served(lb)
+	lb.TargetHealth = make([]api.TargetHealth, len(served))
+	for i, t := range served {
 		lb.TargetHealth[i] = api.TargetHealth{Target: t, IP: t.IP, State: api.HealthUnknown, Reason: "load balancer " + lb.State}
 	}
 }
@@ -94,8 +97,9 @@ func (s *Server) withHealth(res *resolver, lb *api.LoadBalancer) {
 	if plane := s.plane.Load(); lb.State == api.LBActive && plane != nil {
 		observed = plane.Health(lb.ID)
 	}
-	lb.TargetHealth = make([]api.TargetHealth, len(lb.Targets))
-	for i, t := range lb.Targets {
+	served := res.served(lb)
+	lb.TargetHealth = make([]api.TargetHealth, len(served))
+	for i, t := range served {
 		be := res.resolve(t)
 		th := api.TargetHealth{Target: t, State: api.HealthUnknown}
 		if be.Addr.IsValid() {
@@ -165,7 +169,7 @@ func (s *Server) listLBs(r *http.Request) (int, any, error) {
 		}
 		if summary {
 			for i := range items {
-				items[i].Targets = nil
+				items[i].Targets, items[i].BackendPools = nil, nil
 				for j := range items[i].Listeners {
 					items[i].Listeners[j].Targets = nil
 				}
@@ -201,17 +205,20 @@ func (s *Server) updateLB(r *http.Request) (int, any, error) {
 		if spec.Name != "" && spec.Name != lb.Name {
 			return errInvalid("a load balancer cannot be renamed (%q to %q)", lb.Name, spec.Name)
 		}
-		if err := checkTargets(tx, spec.Targets); err != nil {
+		if err := checkRefs(tx, spec); err != nil {
 			return err
 		}
 		applySpec(&lb, spec)
 		lb.UpdatedAt = time.Now().UTC()
-		return store.Put(tx, store.LoadBalancers, id, lb)
+		if err := store.Put(tx, store.LoadBalancers, id, lb); err != nil {
+			return err
+		}
+		s.indexLB(s.newResolver(tx), &lb)
+		return nil
 	})
 	if err != nil {
 		return 0, nil, storeErr(err, "load balancer", id)
 	}
-	s.targets.set(id, spec.Targets)
 	s.reconcileLB(id)
 	lb, err := s.loadBalancer(id)
 	if err != nil {
@@ -253,6 +260,7 @@ func (s *Server) deleteLB(r *http.Request) (int, any, error) {
 		return 0, nil, storeErr(err, "load balancer", id)
 	}
 	s.targets.drop(id)
+	s.pools.drop(id)
 	s.reconcileLB(id)
 	return http.StatusNoContent, nil, nil
 }

@@ -51,6 +51,12 @@ func (s *Server) routes() {
 	s.handle("PUT /v1/load-balancers/{id}", s.updateLB)
 	s.handle("DELETE /v1/load-balancers/{id}", s.deleteLB)
 
+	s.handle("POST /v1/backend-pools", s.createPool)
+	s.handle("GET /v1/backend-pools", s.listPools)
+	s.handle("GET /v1/backend-pools/{id}", s.getPool)
+	s.handle("PUT /v1/backend-pools/{id}", s.updatePool)
+	s.handle("DELETE /v1/backend-pools/{id}", s.deletePool)
+
 	s.handle("POST /v1/routes", s.createRoute)
 	s.handle("GET /v1/routes", s.listRoutes)
 	s.handle("GET /v1/routes/{id}", s.getRoute)

@@ -66,7 +66,11 @@ type Server struct {
 	started bool
 	closed  bool
 
-	targets targetIndex
+	// targets maps instances to the load balancers that serve them
+	// (directly or through a backend pool); pools maps backend pool names
+	// to the load balancers that name them.
+	targets refIndex
+	pools   refIndex
 	// aliases are further addresses of load balancers (SetAliases) and
 	// aliasApplied the data-plane keys bound for them; both guarded by
 	// planeMu.
@@ -134,6 +138,10 @@ func (s *Server) Start(ctx context.Context) error {
 	err := s.store.View(func(tx *store.Tx) error {
 		var err error
 		lbs, _, err = store.List[lbRecord](tx, store.LoadBalancers, "", 0, nil)
+		res := s.newResolver(tx)
+		for i := range lbs {
+			s.indexLB(res, &lbs[i])
+		}
 		return err
 	})
 	if err != nil {
@@ -141,7 +149,6 @@ func (s *Server) Start(ctx context.Context) error {
 	}
 	var active []string
 	for _, lb := range lbs {
-		s.targets.set(lb.ID, lb.Targets)
 		if lb.State == api.LBProvisioning {
 			s.scheduleActivation(lb.ID, time.Until(lb.CreatedAt.Add(s.cfg.LBProvisionDelay)))
 			continue

@@ -152,6 +152,13 @@ type LoadBalancerSpec struct {
 	// ProxyProtocol sends a PROXY protocol v2 header, with the client's
 	// address and port, at the start of every TCP connection to a target.
 	ProxyProtocol bool `json:"proxy_protocol,omitempty"`
+	// BackendPools names backend pools (at most MaxBackendPoolsPerLB) whose
+	// members are targets of the load balancer besides Targets: listeners
+	// without their own Targets send traffic to them, health checks probe
+	// them, and a change of a pool's members reaches every load balancer
+	// that names it without an update of the load balancer. A pool named
+	// here must exist, and cannot be deleted while named.
+	BackendPools []string `json:"backend_pools,omitempty"`
 }
 
 // TargetHealth is the observed health of one target.
@@ -177,12 +184,40 @@ type LoadBalancer struct {
 	SourceRanges []string          `json:"source_ranges,omitempty"`
 	// Algorithm, IdleTimeoutSeconds and ProxyProtocol are as in
 	// LoadBalancerSpec.
-	Algorithm          string         `json:"algorithm,omitempty"`
-	IdleTimeoutSeconds int            `json:"idle_timeout_seconds,omitempty"`
-	ProxyProtocol      bool           `json:"proxy_protocol,omitempty"`
-	TargetHealth       []TargetHealth `json:"target_health"`
-	CreatedAt          time.Time      `json:"created_at"`
-	UpdatedAt          time.Time      `json:"updated_at"`
+	Algorithm          string `json:"algorithm,omitempty"`
+	IdleTimeoutSeconds int    `json:"idle_timeout_seconds,omitempty"`
+	ProxyProtocol      bool   `json:"proxy_protocol,omitempty"`
+	// BackendPools is as in LoadBalancerSpec.
+	BackendPools []string `json:"backend_pools,omitempty"`
+	// TargetHealth is the health of every target the load balancer
+	// serves: its own Targets, then its pools' members that are not among
+	// them.
+	TargetHealth []TargetHealth `json:"target_health"`
+	CreatedAt    time.Time      `json:"created_at"`
+	UpdatedAt    time.Time      `json:"updated_at"`
+}
+
+// MaxBackendPoolsPerLB is how many backend pools one load balancer may name.
+const MaxBackendPoolsPerLB = 16
+
+// BackendPoolSpec is the body of POST /v1/backend-pools and of
+// PUT /v1/backend-pools/{id} (where Name must be empty or unchanged): a
+// named set of targets that load balancers share by naming it in their
+// BackendPools, as GCE's instance groups and Azure's backend address pools.
+type BackendPoolSpec struct {
+	Name    string            `json:"name,omitempty"`
+	Tags    map[string]string `json:"tags,omitempty"`
+	Targets []Target          `json:"targets,omitempty"`
+}
+
+// BackendPool is a set of targets shared by load balancers.
+type BackendPool struct {
+	ID        string            `json:"id"`
+	Name      string            `json:"name"`
+	Tags      map[string]string `json:"tags,omitempty"`
+	Targets   []Target          `json:"targets"`
+	CreatedAt time.Time         `json:"created_at"`
+	UpdatedAt time.Time         `json:"updated_at"`
 }
 
 // Route states.

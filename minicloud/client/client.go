@@ -313,6 +313,40 @@ func (c *Client) DeleteLoadBalancer(ctx context.Context, id string) error {
 	return c.do(ctx, http.MethodDelete, pathOf("/v1/load-balancers", id), nil, nil, nil)
 }
 
+// CreateBackendPool creates a backend pool: a named set of targets that
+// load balancers share by naming it in their BackendPools.
+func (c *Client) CreateBackendPool(ctx context.Context, spec api.BackendPoolSpec, opts ...CallOption) (*api.BackendPool, error) {
+	return send[api.BackendPool](ctx, c, http.MethodPost, "/v1/backend-pools", spec, opts...)
+}
+
+// GetBackendPool returns one backend pool.
+func (c *Client) GetBackendPool(ctx context.Context, id string) (*api.BackendPool, error) {
+	return get[api.BackendPool](ctx, c, pathOf("/v1/backend-pools", id))
+}
+
+// ListBackendPoolsPage returns one page of backend pools.
+func (c *Client) ListBackendPoolsPage(ctx context.Context, o ListOptions) (*api.List[api.BackendPool], error) {
+	return listPage[api.BackendPool](ctx, c, "/v1/backend-pools", o)
+}
+
+// ListBackendPools returns every backend pool matching o, across all pages.
+func (c *Client) ListBackendPools(ctx context.Context, o ListOptions) ([]api.BackendPool, error) {
+	return listAll[api.BackendPool](ctx, c, "/v1/backend-pools", o)
+}
+
+// UpdateBackendPool replaces the tags and targets of a backend pool
+// (spec.Name must be empty or unchanged). Every load balancer naming the
+// pool serves the new targets once it returns.
+func (c *Client) UpdateBackendPool(ctx context.Context, id string, spec api.BackendPoolSpec) (*api.BackendPool, error) {
+	return send[api.BackendPool](ctx, c, http.MethodPut, pathOf("/v1/backend-pools", id), spec)
+}
+
+// DeleteBackendPool deletes a backend pool; one a load balancer names is
+// refused (IsConflict).
+func (c *Client) DeleteBackendPool(ctx context.Context, id string) error {
+	return c.do(ctx, http.MethodDelete, pathOf("/v1/backend-pools", id), nil, nil, nil)
+}
+
 // CreateRoute routes a CIDR to an instance.
 func (c *Client) CreateRoute(ctx context.Context, in api.RouteCreate, opts ...CallOption) (*api.Route, error) {
 	return send[api.Route](ctx, c, http.MethodPost, "/v1/routes", in, opts...)

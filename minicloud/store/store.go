@@ -37,6 +37,7 @@ const (
 	Instances     Kind = "instances"
 	LoadBalancers Kind = "load-balancers"
 	Routes        Kind = "routes"
+	BackendPools  Kind = "backend-pools"
 )
 
 var (
@@ -64,8 +65,8 @@ func Open(dir string) (*Store, error) {
 	}
 	err = db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{
-			[]byte(Instances), []byte(LoadBalancers), []byte(Routes),
-			namesBucket(Instances), namesBucket(LoadBalancers), namesBucket(Routes),
+			[]byte(Instances), []byte(LoadBalancers), []byte(Routes), []byte(BackendPools),
+			namesBucket(Instances), namesBucket(LoadBalancers), namesBucket(Routes), namesBucket(BackendPools),
 			bucketIdempotency, bucketMeta,
 		} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
