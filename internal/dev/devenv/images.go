@@ -55,8 +55,20 @@ type imageSpec struct {
 	user string
 }
 
-// imageFile is a file of this machine (src) at path in an image.
-type imageFile struct{ src, path string }
+// imageFile is a file of this machine (src) at path in an image, or, when
+// data is set, a file of that content (a configuration file).
+type imageFile struct {
+	src, path string
+	data      []byte
+}
+
+// content returns what the file holds in the image.
+func (f imageFile) content() ([]byte, error) {
+	if f.data != nil {
+		return f.data, nil
+	}
+	return os.ReadFile(f.src)
+}
 
 // imageLink is a symbolic link at path in an image pointing to target.
 type imageLink struct{ path, target string }
@@ -71,11 +83,12 @@ func (s imageSpec) allFiles() []imageFile {
 func (s imageSpec) sum() (string, error) {
 	h := sha256.New()
 	for _, f := range s.allFiles() {
-		fs, err := fileSum(f.src)
+		data, err := f.content()
 		if err != nil {
 			return "", err
 		}
-		fmt.Fprintf(h, "file %s %s\n", f.path, fs)
+		fs := sha256.Sum256(data)
+		fmt.Fprintf(h, "file %s %x\n", f.path, fs)
 	}
 	for _, l := range s.links {
 		fmt.Fprintf(h, "link %s %s\n", l.path, l.target)
@@ -163,14 +176,18 @@ func imageLayer(s imageSpec) ([]byte, error) {
 		return nil
 	}
 	for _, f := range s.allFiles() {
-		data, err := os.ReadFile(f.src)
+		data, err := f.content()
 		if err != nil {
 			return nil, err
 		}
 		if err := mkdirs(f.path); err != nil {
 			return nil, err
 		}
-		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.path[1:], Mode: 0o755, Size: int64(len(data))}); err != nil {
+		mode := int64(0o755)
+		if f.data != nil {
+			mode = 0o644
+		}
+		if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: f.path[1:], Mode: mode, Size: int64(len(data))}); err != nil {
 			return nil, err
 		}
 		if _, err := tw.Write(data); err != nil {
@@ -199,20 +216,6 @@ func parentDirs(p string) []string {
 		out = append([]string{d[1:]}, out...)
 	}
 	return out
-}
-
-// fileSum returns the hex SHA-256 of a file.
-func fileSum(path string) (string, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return "", err
-	}
-	defer f.Close()
-	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // buildStatic builds a command of this repository (e.g. ./cmd/stratus-ccm)

@@ -22,6 +22,12 @@ import (
 // with glibc, crashes on a name lookup in an image without glibc's NSS
 // modules.)
 
+// wgetrc makes GNU wget try once, as the upstream image's busybox wget
+// does: the tests run "wget -T 5" where a load balancer must drop the
+// traffic and expect it to fail within their own deadline, which GNU
+// wget's 20 tries on a timeout (minutes) would outlast.
+const wgetrc = "tries = 1\n"
+
 // imageTool is a program an image needs, and the Debian package that
 // installs it on this machine.
 type imageTool struct{ path, pkg string }
@@ -88,6 +94,7 @@ func agnhostImageTools() ([]imageFile, []imageLink, []string, error) {
 			links = append(links, imageLink{path: p, target: "/bin/busybox"})
 		}
 	}
+	files = append(files, imageFile{path: "/etc/wgetrc", data: []byte(wgetrc)})
 	env := []string{"LD_LIBRARY_PATH=" + strings.Join(libDirs, ":")}
 	return files, links, env, nil
 }
