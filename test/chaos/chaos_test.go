@@ -381,6 +381,10 @@ func runChaos(t *testing.T, p *provider) {
 	t.Logf("chaos: faults stopped at %s", convergeStart.UTC().Format(time.RFC3339Nano))
 	converged, problems := a.converge(ctx, sz.converge)
 	convergeTime := time.Since(convergeStart)
+	// The managers' cloud calls around the convergence: 30 s before the
+	// faults stopped, then until the audit found nothing wrong.
+	t.Logf("chaos: cloud requests of all replicas per 10s (seconds after the faults stopped):%s",
+		indentLines(front.callRates(convergeStart, convergeStart.Add(-30*time.Second), convergeStart.Add(convergeTime), 10*time.Second)))
 	final := a.final(ctx)
 
 	logs := map[string]string{"minicloud.log": cloud.output()}

@@ -2,11 +2,13 @@ package chaos
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httputil"
@@ -15,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -126,6 +129,9 @@ type cloudFront struct {
 	empty  bool
 	hits   int            // listings emptied
 	writes [][]cloudWrite // per replica
+	// calls is every request of any replica (writes and reads), for the
+	// rate of cloud calls after the faults stopped (callRates).
+	calls []cloudWrite
 }
 
 // cloudWrite is a write request (any method but GET and HEAD) a replica
@@ -175,11 +181,13 @@ func startCloudFront(t *testing.T, target string, replicas int, listing listingR
 			t.Fatal(err)
 		}
 		srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			call := cloudWrite{at: time.Now(), what: req.Method + " " + req.URL.Path}
+			f.mu.Lock()
 			if req.Method != http.MethodGet && req.Method != http.MethodHead {
-				f.mu.Lock()
-				f.writes[i] = append(f.writes[i], cloudWrite{at: time.Now(), what: req.Method + " " + req.URL.Path})
-				f.mu.Unlock()
+				f.writes[i] = append(f.writes[i], call)
 			}
+			f.calls = append(f.calls, call)
+			f.mu.Unlock()
 			rp.ServeHTTP(w, req)
 		})}
 		go func() { _ = srv.Serve(ln) }()
@@ -200,6 +208,51 @@ func (f *cloudFront) writesBetween(id int, from, to time.Time) []cloudWrite {
 		}
 	}
 	return out
+}
+
+// callRates summarizes the requests of all replicas from from to to, per
+// period: how many, and of which kinds (method and collection, the most
+// frequent first), each period labelled by its start's offset from origin. It shows whether the managers were busy at their request
+// budget or idle while something else held the convergence.
+func (f *cloudFront) callRates(origin, from, to time.Time, period time.Duration) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := int(to.Sub(from)/period) + 1
+	kinds := make([]map[string]int, n)
+	totals := make([]int, n)
+	for _, c := range f.calls {
+		if c.at.Before(from) || c.at.After(to) {
+			continue
+		}
+		i := int(c.at.Sub(from) / period)
+		if kinds[i] == nil {
+			kinds[i] = map[string]int{}
+		}
+		kinds[i][callKind(c.what)]++
+		totals[i]++
+	}
+	out := make([]string, n)
+	for i := range n {
+		byCount := slices.SortedFunc(maps.Keys(kinds[i]), func(a, b string) int {
+			return cmp.Or(kinds[i][b]-kinds[i][a], strings.Compare(a, b))
+		})
+		parts := make([]string, len(byCount))
+		for j, k := range byCount {
+			parts[j] = fmt.Sprintf("%s %d", k, kinds[i][k])
+		}
+		out[i] = fmt.Sprintf("%+.0fs: %d requests (%.1f/s) %s", from.Add(time.Duration(i)*period).Sub(origin).Seconds(), totals[i], float64(totals[i])/period.Seconds(), strings.Join(parts, ", "))
+	}
+	return out
+}
+
+// callKind is a request's method and collection ("PUT /v1/load-balancers").
+func callKind(what string) string {
+	method, path, _ := strings.Cut(what, " ")
+	segs := strings.SplitN(strings.TrimPrefix(path, "/"), "/", 3)
+	if len(segs) > 2 {
+		segs = segs[:2]
+	}
+	return method + " /" + strings.Join(segs, "/")
 }
 
 func (f *cloudFront) setEmpty(on bool) {
