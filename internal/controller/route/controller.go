@@ -43,16 +43,20 @@ const (
 	ReasonNoRouteCreated      = "NoRouteCreated"
 )
 
-// The two queue keys. Both run a full reconcile; they name the trigger in the
-// route_controller_route_sync_total metric, as upstream's keys do.
+// The queue keys. Each runs a full reconcile; they name the trigger in the
+// route_controller_route_sync_total metric, as upstream's keys do (upstream
+// has the first two; recovered is stratus's: the routes provider answered
+// again after an outage while the last reconcile had failed).
 const (
 	triggerNodeChange = "node_change"
 	triggerPeriodic   = "periodic"
+	triggerRecovered  = "recovered"
 )
 
 var (
 	nodeChangeRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: triggerNodeChange}}
 	periodicRequest   = reconcile.Request{NamespacedName: types.NamespacedName{Name: triggerPeriodic}}
+	recoveredRequest  = reconcile.Request{NamespacedName: types.NamespacedName{Name: triggerRecovered}}
 )
 
 // Add registers the route controller with mgr. It returns started=false, after
@@ -111,6 +115,12 @@ func Add(mgr manager.Manager, clouds *cloud.Set, opts Options) (started bool, er
 	if err := c.Watch(source.Kind(mgr.GetCache(), &v1.Node{}, r.nodeHandler())); err != nil {
 		return false, fmt.Errorf("route controller: watch nodes: %w", err)
 	}
+	// A reconcile that failed is run again as soon as the routes provider
+	// answers after an outage, not when its backoff (up to MaxRetryBackoff)
+	// ends: the routes it could not create are the pod network of new nodes.
+	if err := c.Watch(cloud.ChangeSource(clouds, r.recovered)); err != nil {
+		return false, fmt.Errorf("route controller: watch provider recoveries: %w", err)
+	}
 	// The periodic reconcile starts with the controller and keeps itself queued.
 	if err := c.Watch(source.Func(func(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
 		q.Add(periodicRequest)
@@ -140,9 +150,23 @@ type reconciler struct {
 	// Only the controller's single worker touches these.
 	lastStart   time.Time
 	lastSuccess time.Time
+	// failing is true while the last reconcile failed: a recovery of the
+	// provider then runs one at once.
+	failing bool
 	// covered is the value of changes when the last successful reconcile started:
 	// those changes are in the routes.
 	covered uint64
+}
+
+// recovered asks for a reconcile when the routes provider answers again after
+// an outage; Reconcile runs it only if the last reconcile failed. The pending
+// retry of that reconcile then finds the routes done (a node change already
+// covered, or a periodic reconcile within the resync period) and calls nothing.
+func (r *reconciler) recovered(_ context.Context, p *cloud.Provider, ch cloud.Change) []reconcile.Request {
+	if ch != cloud.Recovered || p != r.provider {
+		return nil
+	}
+	return []reconcile.Request{recoveredRequest}
 }
 
 // backoffKey is the backoff's one item: every reconcile is cluster-wide.
@@ -153,6 +177,9 @@ const backoffKey = "routes"
 // for a node change, unless a successful reconcile already saw the change.
 func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	trigger := req.Name
+	if trigger == triggerRecovered && !r.failing {
+		return reconcile.Result{}, nil // nothing failed: the routes are as the last reconcile left them
+	}
 	changes := r.changes.Load()
 	if !r.lastSuccess.IsZero() {
 		switch trigger {
@@ -173,6 +200,7 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	r.lastStart = time.Now()
 	changed, err := r.sync(ctx)
 	recordSync(trigger, changed, err)
+	r.failing = err != nil
 	if err != nil {
 		delay := r.backoff.When(backoffKey)
 		log.FromContext(ctx).Error(err, "Route reconcile failed", "trigger", trigger, "retryAfter", delay)

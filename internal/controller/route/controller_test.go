@@ -27,6 +27,7 @@ import (
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/dev/testenv"
 	"github.com/stratus-ccm/stratus/internal/dev/testsupport"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 func TestMain(m *testing.M) { testenv.Main(m) }
@@ -47,6 +48,7 @@ type testCloud struct {
 	lists          int
 	creates        map[string]int  // create attempts per destination CIDR
 	failCreate     map[string]bool // destination CIDRs whose creation fails
+	failList       bool            // ListRoutes fails with a transient error (an outage)
 	trackAddresses bool            // listed routes have EnableNodeAddresses
 	wrongPriority  []string        // calls whose context had another priority
 }
@@ -71,8 +73,11 @@ func (c *testCloud) ListRoutes(ctx context.Context, cluster string) ([]*cloudpro
 	c.mu.Lock()
 	c.lists++
 	c.checkPriority(ctx, "ListRoutes")
-	track := c.trackAddresses
+	track, fail := c.trackAddresses, c.failList
 	c.mu.Unlock()
+	if fail {
+		return nil, stratus.Transient(errInjected)
+	}
 	routes, err := c.Cloud.ListRoutes(ctx, cluster)
 	for _, r := range routes {
 		r.EnableNodeAddresses = track
@@ -135,6 +140,12 @@ func (c *testCloud) createCount(cidr string) int {
 	return c.creates[cidr]
 }
 
+func (c *testCloud) setFailList(fail bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.failList = fail
+}
+
 func (c *testCloud) setFailCreate(cidr string, fail bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -185,10 +196,16 @@ func newManager(t *testing.T) manager.Manager {
 // earlier tests left behind. Cleanup stops the manager and deletes the nodes.
 func start(t *testing.T, tc *testCloud, opts Options) *harness {
 	t.Helper()
+	return startWith(t, tc, cloud.NewProvider("fake", tc), opts)
+}
+
+// startWith is start with p, a provider of tc built with options of the test's.
+func startWith(t *testing.T, tc *testCloud, p *cloud.Provider, opts Options) *harness {
+	t.Helper()
 	h := &harness{t: t, cs: testenv.Get(t).Clientset(t), cloud: tc}
 	h.deleteNodes()
 	mgr := newManager(t)
-	started, err := Add(mgr, cloud.Single(cloud.NewProvider("fake", tc)), opts)
+	started, err := Add(mgr, cloud.Single(p), opts)
 	if err != nil || !started {
 		t.Fatalf("Add = %v, %v; want started", started, err)
 	}
@@ -424,16 +441,72 @@ func TestFailingCreateIsRetried(t *testing.T) {
 	h.waitCondition("f", v1.ConditionFalse, ReasonRouteCreated)
 }
 
+// A reconcile that failed during an outage of the routes provider runs again
+// as soon as the provider answers, not when its backoff ends: after six failed
+// reconciles the next retry waits at least five periods more, and the route is
+// created by the reconcile the recovery triggered.
+func TestRecoveryEndsBackoff(t *testing.T) {
+	tc := newTestCloud()
+	tc.setFailList(true)
+	// No retries in the cloud layer: each failed reconcile is one failed call,
+	// and three in a row are an outage.
+	p := cloud.NewProvider("fake", tc, cloud.WithBudget(cloud.BudgetConfig{MaxRetries: -1}))
+	opts := defaultTestOptions()
+	opts.ReconciliationPeriod, opts.MaxRetryBackoff = time.Second, time.Hour
+	failedBefore := failedSyncs(t)
+	recoveredBefore := syncCount(t, outcomeChanged, triggerRecovered)
+	h := startWith(t, tc, p, opts)
+	h.createNode("r", "10.0.0.9", []string{"10.120.9.0/24"})
+	h.eventually("six failed reconciles", func() bool { return failedSyncs(t)-failedBefore >= 6 },
+		func() string { return fmt.Sprintf("%v failed", failedSyncs(t)-failedBefore) })
+	if got := tc.snapshot(); len(got) != 0 {
+		t.Fatalf("routes while listing failed: %v", got)
+	}
+
+	// The provider answers again: another controller's call (here the
+	// test's) ends the outage.
+	tc.setFailList(false)
+	routes, _ := p.Routes()
+	if _, err := routes.ListRoutes(cloud.WithPriority(context.Background(), cloud.PriorityRoutes), testCluster); err != nil {
+		t.Fatalf("list routes after the outage: %v", err)
+	}
+	h.waitRoutes(created("r", "10.120.9.0/24", "10.0.0.9"))
+	h.waitCondition("r", v1.ConditionFalse, ReasonRouteCreated)
+	if got := syncCount(t, outcomeChanged, triggerRecovered) - recoveredBefore; got != 1 {
+		t.Errorf("reconciles triggered by the recovery that created routes: %v, want 1", got)
+	}
+	// Nothing failed since: a later recovery of the provider runs nothing.
+	listsBefore := tc.listCount()
+	for range 3 {
+		tc.setFailList(true)
+		_, _ = routes.ListRoutes(cloud.WithPriority(context.Background(), cloud.PriorityRoutes), testCluster)
+	}
+	tc.setFailList(false)
+	if _, err := routes.ListRoutes(cloud.WithPriority(context.Background(), cloud.PriorityRoutes), testCluster); err != nil {
+		t.Fatalf("list routes after the second outage: %v", err)
+	}
+	testsupport.Consistently(t, 3*time.Second, "no reconcile after a recovery with nothing failed", func(context.Context) (bool, string) {
+		n := tc.listCount()
+		return n == listsBefore+4, fmt.Sprintf("%d listings, want %d (the test's)", n, listsBefore+4)
+	})
+}
+
+// syncCount reads route_controller_route_sync_total{outcome, trigger}.
+func syncCount(t *testing.T, outcome, trigger string) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := syncTotal.WithLabelValues(outcome, trigger).Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
 // failedSyncs reads route_controller_route_sync_total{outcome="error"}.
 func failedSyncs(t *testing.T) float64 {
 	t.Helper()
 	total := 0.0
-	for _, trigger := range []string{triggerNodeChange, triggerPeriodic} {
-		var m dto.Metric
-		if err := syncTotal.WithLabelValues(outcomeError, trigger).Write(&m); err != nil {
-			t.Fatal(err)
-		}
-		total += m.GetCounter().GetValue()
+	for _, trigger := range []string{triggerNodeChange, triggerPeriodic, triggerRecovered} {
+		total += syncCount(t, outcomeError, trigger)
 	}
 	return total
 }

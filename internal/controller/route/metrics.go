@@ -12,10 +12,11 @@ const (
 	outcomeError   = "error" // listing failed, or a route or condition could not be written
 )
 
-// syncTotal is upstream's route_controller_route_sync_total, with upstream's labels.
+// syncTotal is upstream's route_controller_route_sync_total, with upstream's
+// labels and one more trigger value, recovered.
 var syncTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "route_controller_route_sync_total",
-	Help: "Route reconciles with the cloud provider, by trigger (node_change or periodic) and outcome (changed if a route was created or deleted, error if the reconcile failed, otherwise noop).",
+	Help: "Route reconciles with the cloud provider, by trigger (node_change, periodic, or recovered: run at once when the provider answered again after an outage that made the last reconcile fail) and outcome (changed if a route was created or deleted, error if the reconcile failed, otherwise noop).",
 }, []string{"outcome", "trigger"})
 
 func init() {
