@@ -51,8 +51,9 @@ type Options struct {
 	// Service before it is deleted (default 5m; no upstream flag).
 	OrphanGracePeriod time.Duration
 	// RetryBaseDelay and RetryMaxDelay bound the per-Service exponential backoff
-	// after errors other than RetryError (default 5s and 300s, as upstream; no
-	// upstream flag).
+	// after errors other than RetryError (default 5s and 60s; upstream's are 5s
+	// and 300s, without a flag). When the provider recovers from an outage,
+	// the Services whose last sync failed are synced at once instead.
 	RetryBaseDelay, RetryMaxDelay time.Duration
 	// Clock is the time the controller decides and schedules by (default the
 	// real clock): the node-update window, the wait for joining nodes, the
