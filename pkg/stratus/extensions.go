@@ -165,3 +165,68 @@ func CountRequest(ctx context.Context) {
 		count()
 	}
 }
+
+// BackendPooler is a provider (the value its registered factory returns)
+// whose load balancers can share backend pools: named sets of instances
+// that many load balancers target, as GCE's instance groups and Azure's
+// backend address pools. BackendPools returns them and true when the
+// provider uses them (its configuration may leave them off); a provider
+// that returns false, or does not implement BackendPooler, gets one
+// UpdateLoadBalancer per load balancer when nodes change, as upstream does.
+type BackendPooler interface {
+	BackendPools() (BackendPools, bool)
+}
+
+// BackendPools are a provider's shared backend pools. When nodes join or
+// leave, stratus sends each pool whose members changed one
+// UpdateBackendPool, and the load balancers that target the pools follow
+// without an UpdateLoadBalancer each: a node joining a cluster of hundreds
+// of load balancers is one call per pool rather than one per load balancer.
+//
+// Who owns a pool's members: stratus does. EnsureLoadBalancer and
+// UpdateLoadBalancer called with a context carrying BackendPoolsManaged
+// make their load balancer target the pools that PoolsOf gives for their
+// nodes, and create a pool that is missing (with those nodes), but must
+// not change the members of an existing pool: stratus may have sent it
+// newer ones meanwhile. Without the mark (an upstream manager calling the
+// provider), they set the pools' members too, as they would their own
+// targets.
+//
+// A load balancer whose pools' keys change (the first node of a new zone,
+// say) gets an UpdateLoadBalancer with its nodes after the new pool was
+// sent. Any error of UpdateBackendPool (a 5xx, a timeout) means the pool
+// may or may not have its new members: stratus sends it again, and the
+// load balancers that target it are not counted as updated until it
+// succeeds.
+type BackendPools interface {
+	// PoolsOf partitions backend nodes into pools: the key of each pool
+	// (a zone, or one key for the cluster) and its members, in the order
+	// given. It makes no cloud call and must give the same answer for the
+	// same nodes. A node in no pool is served by no pooled load balancer.
+	PoolsOf(nodes []*v1.Node) map[string][]*v1.Node
+	// UsesBackendPools reports whether svc's load balancer targets the
+	// pools; one that does not (a Service the cloud cannot health-check
+	// per load balancer, for example) keeps its own targets and gets
+	// UpdateLoadBalancer as before.
+	UsesBackendPools(svc *v1.Service) bool
+	// UpdateBackendPool makes pool key of clusterName have exactly nodes as
+	// members, creating it when it is missing.
+	UpdateBackendPool(ctx context.Context, clusterName, key string, nodes []*v1.Node) error
+}
+
+// poolsManagedKey is the context key of WithBackendPoolsManaged.
+type poolsManagedKey struct{}
+
+// WithBackendPoolsManaged marks ctx, the context of an EnsureLoadBalancer
+// or UpdateLoadBalancer call, as one whose backend pools' members stratus
+// keeps (BackendPools): the call must not change an existing pool's members.
+func WithBackendPoolsManaged(ctx context.Context) context.Context {
+	return context.WithValue(ctx, poolsManagedKey{}, true)
+}
+
+// BackendPoolsManaged reports whether ctx carries WithBackendPoolsManaged's
+// mark.
+func BackendPoolsManaged(ctx context.Context) bool {
+	v, _ := ctx.Value(poolsManagedKey{}).(bool)
+	return v
+}

@@ -97,6 +97,7 @@ func New(cfg *Config) (*Cloud, error) {
 	cloud := NewFromClient(c)
 	cloud.lbs.foreignNodes = cfg.ForeignNodes
 	cloud.lbs.clusterHealthCheck = cfg.ClusterHealthCheck
+	cloud.lbs.pools = cfg.BackendPools
 	cloud.rate, cloud.burst = cfg.RateLimit, burst
 	return cloud, nil
 }

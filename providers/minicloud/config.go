@@ -27,6 +27,7 @@ const maxConfigSize = 1 << 20
 //	timeout: 30s                      # per request; default 30s
 //	foreignNodes: internalIP          # or skip (default): other providers' nodes as targets
 //	clusterHealthCheck: kubeProxy     # or nodePort (default): how Cluster-policy targets are probed
+//	backendPools: true                # load balancers share one backend pool (default false)
 //
 // Unknown keys are rejected. The token is never logged: String redacts it.
 type Config struct {
@@ -61,6 +62,14 @@ type Config struct {
 	// drained, so such a node leaves the pool before its traffic is lost.
 	// It needs a kube-proxy on every node.
 	ClusterHealthCheck ClusterHealthCheck `json:"-"`
+	// BackendPools makes load balancers target one backend pool the
+	// cluster's load balancers share instead of their own targets (key
+	// "backendPools"; default false): stratus then sends a node change to
+	// the pool in one call, whatever the number of load balancers, instead
+	// of one UpdateLoadBalancer per load balancer (stratus.BackendPools).
+	// An upstream manager still works: its UpdateLoadBalancer sets the
+	// pool's members.
+	BackendPools bool `json:"-"`
 }
 
 // ClusterHealthCheck is the value of the config key clusterHealthCheck.
@@ -96,6 +105,7 @@ type rawConfig struct {
 	ForeignNodes string  `json:"foreignNodes"`
 	// ClusterHealthCheck is read as text so that its error names the key.
 	ClusterHealthCheck string `json:"clusterHealthCheck"`
+	BackendPools       bool   `json:"backendPools"`
 }
 
 // String describes the config without its token.
@@ -104,7 +114,7 @@ func (c Config) String() string {
 	if c.Token != "" {
 		tok = "<redacted>"
 	}
-	return fmt.Sprintf("minicloud config{url: %q, token: %s, tokenFile: %q, timeout: %s, rateLimit: %g, burst: %d, foreignNodes: %s, clusterHealthCheck: %s}", c.URL, tok, c.TokenFile, c.Timeout, c.RateLimit, c.Burst, c.ForeignNodes, c.ClusterHealthCheck)
+	return fmt.Sprintf("minicloud config{url: %q, token: %s, tokenFile: %q, timeout: %s, rateLimit: %g, burst: %d, foreignNodes: %s, clusterHealthCheck: %s, backendPools: %t}", c.URL, tok, c.TokenFile, c.Timeout, c.RateLimit, c.Burst, c.ForeignNodes, c.ClusterHealthCheck, c.BackendPools)
 }
 
 // ErrNoConfig is returned when the provider gets no cloud config at all.
@@ -150,7 +160,7 @@ func ParseConfig(r io.Reader) (*Config, error) {
 	if raw.Burst > 0 && raw.RateLimit == 0 {
 		return nil, errors.New("minicloud config: burst: needs rateLimit")
 	}
-	cfg.RateLimit, cfg.Burst = raw.RateLimit, raw.Burst
+	cfg.RateLimit, cfg.Burst, cfg.BackendPools = raw.RateLimit, raw.Burst, raw.BackendPools
 	switch f := ForeignNodes(raw.ForeignNodes); f {
 	case "", ForeignNodesSkip:
 		cfg.ForeignNodes = ForeignNodesSkip

@@ -51,6 +51,10 @@ type loadBalancers struct {
 	// create, lookup or listing answered: a backend update with a known ID
 	// needs no lookup.
 	ids knownIDs
+	// pools: the load balancers target shared backend pools (config key
+	// backendPools), whose IDs by name poolIDs holds.
+	pools   bool
+	poolIDs knownIDs
 }
 
 // knownIDs maps load-balancer names to the ID and cluster last seen.
@@ -62,7 +66,15 @@ type knownIDs struct {
 type knownID struct{ id, cluster string }
 
 func (k *knownIDs) put(lb *api.LoadBalancer) {
-	if lb == nil || lb.ID == "" || lb.Name == "" {
+	if lb == nil {
+		return
+	}
+	k.putID(lb.Name, lb.ID, lb.Tags[TagCluster])
+}
+
+// putID records id as the ID of name in cluster.
+func (k *knownIDs) putID(name, id, cluster string) {
+	if id == "" || name == "" {
 		return
 	}
 	k.mu.Lock()
@@ -70,7 +82,7 @@ func (k *knownIDs) put(lb *api.LoadBalancer) {
 	if k.m == nil {
 		k.m = map[string]knownID{}
 	}
-	k.m[lb.Name] = knownID{lb.ID, lb.Tags[TagCluster]}
+	k.m[name] = knownID{id, cluster}
 }
 
 func (k *knownIDs) forget(name string) {
@@ -143,14 +155,20 @@ func (l *loadBalancers) GetLoadBalancer(ctx context.Context, clusterName string,
 // EnsureLoadBalancer creates or updates the Service's load balancer. While
 // minicloud provisions it, the answer is a RetryError after
 // ProvisioningRetry, so no worker waits; once active, its status.
-func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (*v1.LoadBalancerStatus, error) {
+func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (_ *v1.LoadBalancerStatus, err error) {
+	defer func() {
+		if l.pools && client.IsInvalid(err) {
+			// Perhaps its backend pool was deleted: look it up next time.
+			l.poolIDs.forget(PoolName(clusterName, poolKey))
+		}
+	}()
 	what := fmt.Sprintf("ensure load balancer for service %s/%s", svc.Namespace, svc.Name)
 	spec, err := specOf(clusterName, svc)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	l.probeKubeProxy(&spec, svc)
-	if spec.Targets, err = l.targetsOf(ctx, nodes); err != nil {
+	if err := l.setTargets(ctx, clusterName, &spec, nodes); err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	if stratus.LoadBalancerAbsent(ctx) {
@@ -246,14 +264,15 @@ func (l *loadBalancers) create(ctx context.Context, clusterName string, svc *v1.
 	return lb, classify(what, err)
 }
 
-// UpdateLoadBalancer replaces the targets of the Service's load balancer.
+// UpdateLoadBalancer replaces the targets of the Service's load balancer
+// (with backend pools: the pools it targets).
 func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) error {
 	what := fmt.Sprintf("update load balancer for service %s/%s", svc.Namespace, svc.Name)
-	targets, err := l.targetsOf(ctx, nodes)
-	if err != nil {
+	var want api.LoadBalancerSpec
+	if err := l.setTargets(ctx, clusterName, &want, nodes); err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if done, err := l.updateKnown(ctx, clusterName, svc, what, targets); done {
+	if done, err := l.updateKnown(ctx, clusterName, svc, what, want); done {
 		return err
 	}
 	lb, err := l.find(ctx, clusterName, svc)
@@ -263,11 +282,12 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 	if lb == nil {
 		return fmt.Errorf("%s: load balancer %s does not exist", what, LoadBalancerName(svc))
 	}
-	if slices.Equal(lb.Targets, targets) {
+	if slices.Equal(lb.Targets, want.Targets) && slices.Equal(lb.BackendPools, want.BackendPools) {
 		return nil
 	}
 	spec := specFrom(lb)
-	err = l.send(ctx, what, targets, func(targets []api.Target) error {
+	spec.BackendPools = want.BackendPools
+	err = l.send(ctx, what, want.Targets, func(targets []api.Target) error {
 		spec.Targets = targets
 		_, err := l.api.UpdateLoadBalancer(ctx, lb.ID, spec)
 		return err
@@ -275,12 +295,12 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 	return classify(fmt.Sprintf("%s: update %s", what, lb.ID), err)
 }
 
-// updateKnown replaces the targets of the Service's load balancer without a
-// lookup when its ID is known: the whole load balancer is sent, as the
-// Service asks for it (what EnsureLoadBalancer would make it). done is false
-// when the ID is unknown or stale (404: deleted or replaced); then the caller
-// looks it up.
-func (l *loadBalancers) updateKnown(ctx context.Context, clusterName string, svc *v1.Service, what string, targets []api.Target) (done bool, err error) {
+// updateKnown replaces the targets (and backend pools) of the Service's
+// load balancer with want's without a lookup when its ID is known: the whole
+// load balancer is sent, as the Service asks for it (what
+// EnsureLoadBalancer would make it). done is false when the ID is unknown or
+// stale (404: deleted or replaced); then the caller looks it up.
+func (l *loadBalancers) updateKnown(ctx context.Context, clusterName string, svc *v1.Service, what string, want api.LoadBalancerSpec) (done bool, err error) {
 	name := LoadBalancerName(svc)
 	id, ok := l.ids.get(name, clusterName)
 	if !ok {
@@ -291,7 +311,8 @@ func (l *loadBalancers) updateKnown(ctx context.Context, clusterName string, svc
 		return false, nil // the lookup path reports it as before
 	}
 	l.probeKubeProxy(&spec, svc)
-	err = l.send(ctx, what, targets, func(targets []api.Target) error {
+	spec.BackendPools = want.BackendPools
+	err = l.send(ctx, what, want.Targets, func(targets []api.Target) error {
 		spec.Targets = targets
 		lb, err := l.api.UpdateLoadBalancer(ctx, id, spec)
 		if err == nil {
@@ -594,7 +615,7 @@ func (l *loadBalancers) send(ctx context.Context, what string, targets []api.Tar
 // specFrom is the spec that recreates lb as it is.
 func specFrom(lb *api.LoadBalancer) api.LoadBalancerSpec {
 	return api.LoadBalancerSpec{Tags: lb.Tags, Listeners: lb.Listeners, Targets: lb.Targets, HealthCheck: lb.HealthCheck, SourceRanges: lb.SourceRanges,
-		Algorithm: lb.Algorithm, IdleTimeoutSeconds: lb.IdleTimeoutSeconds, ProxyProtocol: lb.ProxyProtocol}
+		Algorithm: lb.Algorithm, IdleTimeoutSeconds: lb.IdleTimeoutSeconds, ProxyProtocol: lb.ProxyProtocol, BackendPools: lb.BackendPools}
 }
 
 // sameSpec reports whether lb already is what spec asks for.

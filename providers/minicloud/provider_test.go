@@ -35,12 +35,18 @@ const cluster = "test-cluster"
 // token is in a file.
 func startCloud(t *testing.T, o minicloudtest.Options) (*minicloudtest.Cloud, *Cloud) {
 	t.Helper()
+	return startCloudConf(t, o, "")
+}
+
+// startCloudConf is startCloud with more cloud-config lines (extra).
+func startCloudConf(t *testing.T, o minicloudtest.Options, extra string) (*minicloudtest.Cloud, *Cloud) {
+	t.Helper()
 	mc := minicloudtest.Start(t, o)
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte(mc.Token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	conf := fmt.Sprintf("url: %s\ntokenFile: %s\ntimeout: 10s\n", mc.URL, tokenFile)
+	conf := fmt.Sprintf("url: %s\ntokenFile: %s\ntimeout: 10s\n", mc.URL, tokenFile) + extra
 	raw, err := cloudprovider.GetCloudProvider(ProviderName, strings.NewReader(conf))
 	if err != nil || raw == nil {
 		t.Fatalf("GetCloudProvider(%q) = %v, %v", ProviderName, raw, err)
@@ -207,7 +213,12 @@ func newLBFixture(t *testing.T) *lbFixture {
 // newLBFixtureWith is newLBFixture with backends that also have o's
 // settings (ProxyProtocol).
 func newLBFixtureWith(t *testing.T, o minicloudtest.BackendOptions) *lbFixture {
-	mc, c := startCloud(t, minicloudtest.Options{LBProvisionDelay: 200 * time.Millisecond})
+	return newLBFixtureConf(t, o, "")
+}
+
+// newLBFixtureConf is newLBFixtureWith with more cloud-config lines.
+func newLBFixtureConf(t *testing.T, o minicloudtest.BackendOptions, extra string) *lbFixture {
+	mc, c := startCloudConf(t, minicloudtest.Options{LBProvisionDelay: 200 * time.Millisecond}, extra)
 	lb, _ := c.LoadBalancer()
 	f := &lbFixture{mc: mc, cloud: c, lb: lb}
 	healthPort := testsupport.FreePort(t)
@@ -238,8 +249,19 @@ func (f *lbFixture) service(port int32) *v1.Service {
 // checking that it asks for a retry while provisioning.
 func (f *lbFixture) ensure(t *testing.T, clusterName string, svc *v1.Service, nodes []*v1.Node) *v1.LoadBalancerStatus {
 	t.Helper()
+	return f.ensureIn(t, context.Background(), clusterName, svc, nodes)
+}
+
+// ensureCtx is ensure in the test cluster with the marks of ctx.
+func (f *lbFixture) ensureCtx(t *testing.T, ctx context.Context, svc *v1.Service, nodes []*v1.Node) *v1.LoadBalancerStatus {
+	t.Helper()
+	return f.ensureIn(t, ctx, cluster, svc, nodes)
+}
+
+func (f *lbFixture) ensureIn(t *testing.T, base context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) *v1.LoadBalancerStatus {
+	t.Helper()
 	var st *v1.LoadBalancerStatus
-	err := wait.PollUntilContextTimeout(context.Background(), 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(base, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		var err error
 		st, err = f.lb.EnsureLoadBalancer(ctx, clusterName, svc, nodes)
 		var re *cloudproviderapi.RetryError

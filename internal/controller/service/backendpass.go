@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
+	"github.com/stratus-ccm/stratus/pkg/stratus"
 )
 
 // nodeSyncer runs one backend update pass per window.
@@ -29,6 +30,14 @@ type nodeSyncer struct{ *Controller }
 // changed since it was last synced, Workers at a time. Services whose update
 // failed are handed to the service workers for a full ensure.
 //
+// The backend pools of providers that keep them (stratus.BackendPools) are
+// sent first, one UpdateBackendPool per pool whose members changed; the
+// load balancers that target those pools then follow without a call of
+// their own (one whose pools' keys changed gets an UpdateLoadBalancer). A
+// pool whose update failed leaves the load balancers that target it as
+// they were recorded, and the pass ends with the error, so that it runs
+// again.
+//
 // Each update is sent the newest backend set: when nodes changed while the
 // pass ran (a pass over many load balancers of a slow cloud can outlast a
 // burst of joining nodes), the set is computed again before the next update
@@ -37,6 +46,7 @@ type nodeSyncer struct{ *Controller }
 // It is computed at most once per NodeUpdateWindow: every load balancer keeps
 // the set it was sent until the next pass, and a set per update while
 // thousands of nodes join would be thousands of sets of thousands of nodes.
+// A pooled load balancer is recorded with the set its pools were sent.
 func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	start := s.opts.Clock.Now()
 	if wait := s.burst.hold(start, s.opts.NodeUpdateWindow); wait > 0 {
@@ -50,6 +60,7 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	}
 	set := s.sets.share(newNodeSet(nodes))
 	holdAdds, requeue := s.pass.holdAdds(start, s.opts.NodeInitWait, recheck)
+	pooling, poolErr := s.sendPools(ctx, nodes, set, holdAdds)
 	g, gctx := errgroup.WithContext(ctx)
 	// A slot is taken before the set is looked at, so that an update waiting
 	// for a worker does not go out with the set of when it started waiting.
@@ -60,31 +71,49 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 		if err := s.client.Get(ctx, key, &svc); err != nil {
 			continue // gone: the service workers clean up
 		}
-		if s.clouds.ForService(&svc) == nil || !wantsLB(&svc) {
+		p := s.clouds.ForService(&svc)
+		if p == nil || !wantsLB(&svc) {
 			continue
 		}
+		pp := pooling[p.Name()]
+		pooled := pp != nil && pp.pools.UsesBackendPools(&svc)
+		if pooled && pp.failed {
+			continue // its pools' members are in doubt: the pass runs again
+		}
 		slots <- struct{}{}
-		if now := s.opts.Clock.Now(); now.Sub(computed) >= s.opts.NodeUpdateWindow {
+		if now := s.opts.Clock.Now(); !pooled && now.Sub(computed) >= s.opts.NodeUpdateWindow {
 			if seq := s.burst.changes(); seq != seen {
 				if fresh, _, err := s.backends(ctx); err == nil {
 					nodes, set, seen, computed = fresh, s.sets.share(newNodeSet(fresh)), seq, now
 				}
 			}
 		}
-		if !updatesBackends(holdAdds, s.cache.nodesOf(key), set) {
+		sent, sentSet, keys := nodes, set, "" // what swapNodes records, whatever later iterations compute
+		if pooled {
+			sent, sentSet, keys = pp.nodes, pp.set, pp.keys
+		}
+		if !updatesBackends(holdAdds, s.cache.nodesOf(key), sentSet) {
 			<-slots
 			continue
 		}
-		entry, changed := s.cache.swapNodes(key, svc.UID, set)
+		entry, changed := s.cache.swapNodes(key, svc.UID, sentSet, keys)
 		if !changed {
 			<-slots
 			continue
 		}
+		if pooled && entry.poolKeys == keys {
+			// Its pools have the new members: nothing to send.
+			g.Go(func() error {
+				defer func() { <-slots }()
+				s.followPools(gctx, &svc, entry, sent)
+				return nil
+			})
+			continue
+		}
 		updated = true
-		sent := nodes // the set swapNodes recorded, whatever later iterations compute
 		g.Go(func() error {
 			defer func() { <-slots }()
-			s.updateBackends(gctx, &svc, entry, sent)
+			s.updateBackends(gctx, &svc, entry, sent, pp != nil)
 			return nil
 		})
 	}
@@ -92,13 +121,99 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	if updated {
 		backendBatches.Inc()
 	}
+	if poolErr != nil {
+		return reconcile.Result{}, poolErr
+	}
 	return reconcile.Result{RequeueAfter: requeue}, nil
+}
+
+// providerPools is a pass's view of one provider's backend pools: the
+// pools, the backends their partition was made of (nodes, set), the keys of
+// that partition, and whether an update of one of them failed.
+type providerPools struct {
+	pools  stratus.BackendPools
+	nodes  []*v1.Node
+	set    nodeSet
+	keys   string
+	failed bool
+}
+
+// sendPools sends the backend pools of the providers that keep them what
+// planPools plans for the backends nodes (set), Workers at a time, and
+// records what was sent. It returns each such provider's view by name, and
+// the errors of the updates that failed: any error (a 5xx, a timeout)
+// leaves the pool unknown, to be sent again.
+func (s nodeSyncer) sendPools(ctx context.Context, nodes []*v1.Node, set nodeSet, hold bool) (map[string]*providerPools, error) {
+	byName := map[string]*providerPools{}
+	partitions := map[string]map[string][]*v1.Node{}
+	for _, p := range s.clouds.Providers() {
+		pools, ok := p.BackendPools()
+		if !ok {
+			continue
+		}
+		partition := pools.PoolsOf(nodes)
+		partitions[p.Name()] = partition
+		byName[p.Name()] = &providerPools{pools: pools, nodes: nodes, set: set, keys: poolKeysOf(partition)}
+	}
+	if s.pass.pools == nil {
+		s.pass.pools = map[poolRef]nodeSet{}
+	}
+	updates := planPools(partitions, s.pass.pools, hold)
+	errs := make([]error, len(updates))
+	var g errgroup.Group
+	g.SetLimit(s.opts.Workers)
+	ctx = cloud.WithPriority(ctx, cloud.PriorityLBUpdate)
+	for i, u := range updates {
+		g.Go(func() error {
+			errs[i] = byName[u.ref.provider].pools.UpdateBackendPool(ctx, s.opts.ClusterName, u.ref.key, u.nodes)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	var failed []error
+	for i, u := range updates {
+		_, current := partitions[u.ref.provider][u.ref.key]
+		switch {
+		case errs[i] != nil:
+			delete(s.pass.pools, u.ref)
+			byName[u.ref.provider].failed = true
+			nodeSyncErrors.Inc()
+			err := fmt.Errorf("update backend pool %q of provider %s: %w", u.ref.key, u.ref.provider, errs[i])
+			log.FromContext(ctx).Error(err, "backend pool not updated; the load balancers that target it wait for the next pass", "members", len(u.nodes))
+			failed = append(failed, err)
+		case current:
+			s.pass.pools[u.ref] = u.set
+		default:
+			delete(s.pass.pools, u.ref) // emptied, and no longer in the partition
+		}
+	}
+	if len(updates) > 0 && len(failed) < len(updates) {
+		poolUpdates.Add(float64(len(updates) - len(failed)))
+	}
+	return byName, errors.Join(failed...)
+}
+
+// followPools records that svc's load balancer serves nodes through its
+// backend pools, which a pass just sent: its Ready condition follows the
+// backend count, as after an UpdateLoadBalancer.
+func (s nodeSyncer) followPools(ctx context.Context, svc *v1.Service, entry svcState, nodes []*v1.Node) {
+	key := client.ObjectKeyFromObject(svc)
+	defer s.locks.lock(key)()
+	fresh := &v1.Service{}
+	if err := s.client.Get(ctx, key, fresh); err != nil || fresh.UID != svc.UID || !wantsLB(fresh) || needsCleanup(fresh) {
+		return
+	}
+	if err := s.setReadyCondition(ctx, fresh, entry, nodes); err != nil {
+		log.FromContext(ctx).Error(err, "update LoadBalancerReady condition", "service", key)
+	}
 }
 
 // updateBackends sends one load balancer its new backend set. It holds the
 // Service's lock, and reads the Service again under it: a sync that ran
 // meanwhile may have changed the load balancer from a newer Service.
-func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry svcState, nodes []*v1.Node) {
+// pooled: the provider keeps backend pools, whose members the update must
+// leave alone (stratus.WithBackendPoolsManaged).
+func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry svcState, nodes []*v1.Node, pooled bool) {
 	key := client.ObjectKeyFromObject(svc)
 	defer s.locks.lock(key)()
 	fresh := &v1.Service{}
@@ -109,6 +224,9 @@ func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry s
 	logger := log.FromContext(ctx).WithValues("service", key, "provider", entry.provider.Name())
 	lb, _ := entry.provider.LoadBalancer()
 	ctx = cloud.WithPriority(ctx, cloud.PriorityLBUpdate)
+	if pooled {
+		ctx = stratus.WithBackendPoolsManaged(ctx)
+	}
 	lbSyncTotal.Inc()
 	start := s.opts.Clock.Now()
 	err := lb.UpdateLoadBalancer(ctx, s.opts.ClusterName, svc, nodes)
@@ -148,7 +266,7 @@ func (s nodeSyncer) updateBackends(ctx context.Context, svc *v1.Service, entry s
 	// Forget the recorded set so that the next pass retries too if the ensure fails.
 	s.cache.update(key, func(e *svcState) {
 		if e.svc != nil && e.svc.UID == svc.UID {
-			e.nodes = nil
+			e.nodes, e.poolKeys = nil, ""
 		}
 	})
 	s.retry(ctx, svc)

@@ -35,6 +35,10 @@ type svcState struct {
 	phase phase
 	// nodes is the backend set last sent to the cloud (nil before the first sync).
 	nodes nodeSet
+	// poolKeys are the keys of the backend pools the load balancer was
+	// last sent (poolKeysOf) when its provider's pools serve it; "" when
+	// they do not, or nobody knows (its last update failed).
+	poolKeys string
 	// unverified is true for a load balancer adopted at start-up whose
 	// backends nobody sent yet: nodes is then the current set, not what the
 	// load balancer has, and the next backend pass sends it whatever it is.
@@ -116,19 +120,20 @@ func (c *serviceCache) delete(key types.NamespacedName) {
 	delete(c.m, key)
 }
 
-// swapNodes records set as key's backend set if the entry is an ensured load
+// swapNodes records set (and poolKeys, the keys of the pools it is in, ""
+// when not pooled) as key's backend set if the entry is an ensured load
 // balancer of uid whose recorded set differs or is unverified; it returns the
 // entry as it was and whether the set is to be sent. Recording before the cloud
 // call keeps a concurrent pass from sending the same update twice.
-func (c *serviceCache) swapNodes(key types.NamespacedName, uid types.UID, set nodeSet) (svcState, bool) {
+func (c *serviceCache) swapNodes(key types.NamespacedName, uid types.UID, set nodeSet, poolKeys string) (svcState, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.m[key]
-	if !ok || e.svc == nil || e.svc.UID != uid || e.phase != phaseEnsured || (!e.unverified && maps.Equal(e.nodes, set)) {
+	if !ok || e.svc == nil || e.svc.UID != uid || e.phase != phaseEnsured || (!e.unverified && maps.Equal(e.nodes, set) && e.poolKeys == poolKeys) {
 		return svcState{}, false
 	}
 	old := *e
-	e.nodes, e.unverified = set, false
+	e.nodes, e.unverified, e.poolKeys = set, false, poolKeys
 	return old, true
 }
 

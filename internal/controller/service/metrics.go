@@ -42,6 +42,10 @@ var (
 		Name: "stratus_service_backend_update_batches_total",
 		Help: "Coalesced backend update passes that changed at least one load balancer's backend set.",
 	})
+	poolUpdates = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "stratus_service_backend_pool_updates_total",
+		Help: "Backend pool updates (UpdateBackendPool) that succeeded, each standing in for an UpdateLoadBalancer of every load balancer targeting the pool.",
+	})
 	orphansDeleted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "stratus_service_orphan_load_balancers_deleted_total",
 		Help: "Load balancers of this cluster deleted because their Service no longer exists.",
@@ -57,7 +61,7 @@ var (
 
 func init() {
 	ctrlmetrics.Registry.MustRegister(lbSyncTotal, nodeSyncErrors, nodeSyncLatency, updateHostLatency,
-		provisioningLatency, backendBatches, orphansDeleted, driftRepairs, loadBalancerStates)
+		provisioningLatency, backendBatches, poolUpdates, orphansDeleted, driftRepairs, loadBalancerStates)
 }
 
 // States of a LoadBalancer Service, the state label of

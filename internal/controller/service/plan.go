@@ -34,7 +34,7 @@ import (
 //     remembering or forgetting the Service, the finalizer on or off, an
 //     adoption, the EnsureLoadBalancer call, events, the condition, the
 //     status, a requeue. The backend pass plans with selectBackends,
-//     nodeBurst.hold, passState.holdAdds and updatesBackends, the periodic
+//     nodeBurst.hold, passState.holdAdds, planPools and updatesBackends, the periodic
 //     scan with driftReason and planOrphans;
 //  3. apply: the actions carried out against the API server and the cloud,
 //     whose outcomes are fed back into the state: Controller.apply is the one
@@ -204,6 +204,11 @@ type observation struct {
 	fp        string
 	adoptable bool
 	listing   listingAnswer
+	// pooled: the provider keeps backend pools (stratus.BackendPools);
+	// poolKeys: the keys of the pools the Service's load balancer targets
+	// with nodes ("" when it targets none).
+	pooled   bool
+	poolKeys string
 }
 
 // ensureState is the state an ensure starts from: the state kept, or, for a
@@ -260,8 +265,9 @@ const (
 	// with set as its (unverified) backends, and asks the node syncer for
 	// a pass that sends them.
 	actAdopt
-	// actSent records set as the backend set the coming Ensure sends (and
-	// the incarnation's first Ensure's time, for the latency metric).
+	// actSent records set as the backend set the coming Ensure sends, with
+	// the keys of the backend pools it targets (and the incarnation's first
+	// Ensure's time, for the latency metric).
 	actSent
 	// actEnsure calls EnsureLoadBalancer with nodes; the sync goes on with
 	// planEnsureResult of its answer (for the backends set and the
@@ -305,10 +311,12 @@ type action struct {
 	// add: actFinalizer adds the finalizer (else it removes it).
 	add bool
 	// nodes, set and fp are the backends and the configuration of
-	// actEnsure, actSent and actAdopt.
-	nodes []*v1.Node
-	set   nodeSet
-	fp    string
+	// actEnsure, actSent and actAdopt; poolKeys the keys of the backend
+	// pools actSent records.
+	nodes    []*v1.Node
+	set      nodeSet
+	fp       string
+	poolKeys string
 	// failWrap is the context a failure of a write is wrapped in ("":
 	// none); failEvent the event it records (planFailure).
 	failWrap  string
@@ -452,7 +460,7 @@ func planEnsureService(now time.Time, o *observation, firstSight bool) []action 
 		plan = append(plan, emit(v1.EventTypeWarning, "UnAvailableLoadBalancer", "There are no available nodes for LoadBalancer"))
 	}
 	return append(plan,
-		action{kind: actSent, set: o.set},
+		action{kind: actSent, set: o.set, poolKeys: o.poolKeys},
 		action{kind: actEnsure, nodes: o.nodes, set: o.set, fp: o.fp})
 }
 
@@ -560,6 +568,10 @@ type passState struct {
 	// addsHeldSince is when the passes began holding backend additions back
 	// for joining nodes (zero when they do not).
 	addsHeldSince time.Time
+	// pools are the member sets last sent to backend pools; a pool
+	// missing is unknown (never sent in this process, or its update
+	// failed) and the next pass sends it.
+	pools map[poolRef]nodeSet
 }
 
 // holdAdds decides, at now, whether a pass carries only removals: while nodes

@@ -655,17 +655,17 @@ func TestSwapNodesSendsAdoptedBackendsOnce(t *testing.T) {
 	c := newServiceCache()
 	c.remember(&v1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web", UID: "u1"}}, nil)
 	c.update(key, func(e *svcState) { e.nodes, e.phase = set, phaseEnsured })
-	if _, send := c.swapNodes(key, "u1", set); send {
+	if _, send := c.swapNodes(key, "u1", set, ""); send {
 		t.Error("an ensured load balancer with this set: sent again")
 	}
 	c.update(key, func(e *svcState) { e.unverified = true })
-	if _, send := c.swapNodes(key, "u1", set); !send {
+	if _, send := c.swapNodes(key, "u1", set, ""); !send {
 		t.Error("an adopted load balancer: its backends not sent")
 	}
-	if _, send := c.swapNodes(key, "u1", set); send {
+	if _, send := c.swapNodes(key, "u1", set, ""); send {
 		t.Error("an adopted load balancer: its backends sent twice")
 	}
-	if _, send := c.swapNodes(key, "u1", nodeSet{"n1": "fake://n1", "n2": "fake://n2"}); !send {
+	if _, send := c.swapNodes(key, "u1", nodeSet{"n1": "fake://n1", "n2": "fake://n2"}, ""); !send {
 		t.Error("a new node: not sent")
 	}
 }

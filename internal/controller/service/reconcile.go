@@ -98,6 +98,12 @@ func (c *Controller) observeEnsure(ctx context.Context, o *observation, firstSig
 		return
 	}
 	o.nodes, o.set = nodes, c.sets.share(newNodeSet(nodes))
+	if pools, ok := o.provider.BackendPools(); ok {
+		o.pooled = true
+		if pools.UsesBackendPools(o.svc) {
+			o.poolKeys = poolKeysOf(pools.PoolsOf(nodes))
+		}
+	}
 	o.fp = fingerprint(o.provider.Name(), o.svc)
 	o.adoptable = adoptable(o.svc, o.fp)
 	st := o.ensureState()
@@ -190,7 +196,7 @@ func (c *Controller) apply(ctx context.Context, o *observation, plan []action) (
 		case actSent:
 			now := c.opts.Clock.Now()
 			c.cache.update(o.key, func(e *svcState) {
-				e.nodes, e.unverified = a.set, false
+				e.nodes, e.unverified, e.poolKeys = a.set, false, a.poolKeys
 				if e.firstEnsure.IsZero() {
 					e.firstEnsure = now
 				}
@@ -200,6 +206,10 @@ func (c *Controller) apply(ctx context.Context, o *observation, plan []action) (
 			ectx := cloud.WithPriority(ctx, cloud.PriorityLBWrite)
 			if absent {
 				ectx = stratus.WithLoadBalancerAbsent(ectx)
+			}
+			if o.pooled {
+				// The backend passes keep the pools' members.
+				ectx = stratus.WithBackendPoolsManaged(ectx)
 			}
 			status, eerr := lb.EnsureLoadBalancer(ectx, c.opts.ClusterName, svc, a.nodes)
 			var retryErr *cloudproviderapi.RetryError
