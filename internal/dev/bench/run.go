@@ -6,7 +6,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -105,6 +107,11 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, st
 	}
 	if m != upstream {
 		bin = o.StratusCCM
+		if sc.stratusCloudConfig != "" {
+			if cloudArgs, err = extendCloudConfig(cloudArgs, filepath.Join(dir, "stratus-cloud.yaml"), sc.stratusCloudConfig); err != nil {
+				return nil, "", err
+			}
+		}
 	}
 	if m == stratusPlugin {
 		var stop func()
@@ -169,4 +176,26 @@ func runOne(ctx context.Context, o Options, sc scenario, m manager) (Metrics, st
 		<-done
 		return nil, "", fmt.Errorf("%s exited early: %v (log: %s)", m, err, logFile.Name())
 	}
+}
+
+// extendCloudConfig writes the cloud config args name, with extra lines
+// appended, to path, and returns args naming path instead.
+func extendCloudConfig(args []string, path, extra string) ([]string, error) {
+	out := slices.Clone(args)
+	for i, a := range out {
+		orig, ok := strings.CutPrefix(a, "--cloud-config=")
+		if !ok {
+			continue
+		}
+		raw, err := os.ReadFile(orig)
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(path, append(raw, extra...), 0o600); err != nil {
+			return nil, err
+		}
+		out[i] = "--cloud-config=" + path
+		return out, nil
+	}
+	return nil, fmt.Errorf("no --cloud-config among %v to extend", args)
 }

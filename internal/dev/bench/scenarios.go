@@ -21,6 +21,10 @@ type scenario struct {
 	// heapProfile scenarios take the manager's heap profile when
 	// Options.HeapProfileDir is set.
 	heapProfile bool
+	// stratusCloudConfig are cloud-config lines stratus gets besides the
+	// scenario's (upstream gets the scenario's alone): a stratus feature
+	// the provider offers on request, measured against upstream as it is.
+	stratusCloudConfig string
 
 	params  func(Sizes) map[string]any
 	setup   func(ctx context.Context, e *env, s Sizes) error
@@ -216,6 +220,7 @@ var scenarios = []scenario{
 	steadyState("steady-state", "", func(s Sizes) (int, int) { return s.SteadyNodes, s.SteadyServices }),
 	lbBurst("lb-burst", "", func(s Sizes) (int, int) { return s.LBBurstNodes, s.LBBurstServices }),
 	nodeChurn("node-churn", "", func(s Sizes) (int, int) { return s.ChurnServices, s.ChurnNodes }),
+	withStratusCloudConfig(nodeChurn("node-churn-pools", "", func(s Sizes) (int, int) { return s.ChurnServices, s.ChurnNodes }), "backendPools: true\n"),
 	{
 		name:        "memory",
 		heapProfile: true,
@@ -442,11 +447,19 @@ func nodeChurn(name, cloud string, sizes func(Sizes) (services, joining int)) sc
 	}
 }
 
+// withStratusCloudConfig is sc with extra cloud-config lines for stratus
+// (scenario.stratusCloudConfig).
+func withStratusCloudConfig(sc scenario, extra string) scenario {
+	sc.stratusCloudConfig = extra
+	return sc
+}
+
 // isBackendUpdate reports whether op changes a load balancer's backends:
-// minicloud's update, or an Octavia member change (the batch PUT, or one
-// member's create, update or delete).
+// minicloud's update of a load balancer or of a backend pool (which changes
+// the backends of every load balancer naming it), or an Octavia member
+// change (the batch PUT, or one member's create, update or delete).
 func isBackendUpdate(op string) bool {
-	if op == "PUT /v1/load-balancers/{id}" {
+	if op == "PUT /v1/load-balancers/{id}" || op == "PUT /v1/backend-pools/{id}" {
 		return true
 	}
 	method, path, _ := strings.Cut(op, " ")

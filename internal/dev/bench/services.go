@@ -82,7 +82,9 @@ func (e *env) waitTargets(ctx context.Context, want, targets int) error {
 		}
 		n := 0
 		for _, lb := range lbs {
-			if len(lb.Targets) == targets {
+			// TargetHealth has every target the load balancer serves:
+			// its own and its backend pools' members.
+			if len(lb.TargetHealth) == targets {
 				n++
 			}
 		}
