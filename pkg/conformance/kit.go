@@ -234,6 +234,7 @@ type kit struct {
 
 	validator stratus.LoadBalancerValidator
 	lbCaps    *stratus.LoadBalancerCapabilities // nil when not declared
+	pools     stratus.BackendPools              // nil when not used
 
 	lbd     LoadBalancerDriver
 	traffic TrafficDriver
@@ -270,6 +271,11 @@ func newKit(cfg *Config, raw cloudprovider.Interface, kube kubernetes.Interface)
 		k.lbLister = l
 	}
 	k.validator, k.lbCaps = validation(raw, k.lb)
+	if bp, ok := raw.(stratus.BackendPooler); ok {
+		if pools, ok := bp.BackendPools(); ok {
+			k.pools = pools
+		}
+	}
 	if r, ok := raw.Routes(); ok && r != nil {
 		k.routes = r
 	}
@@ -333,6 +339,7 @@ const (
 	NeedLoadBalancerValidator
 	NeedLoadBalancerCapabilities
 	NeedManager
+	NeedBackendPools
 )
 
 func (k *kit) lacks(n Need) string {
@@ -387,6 +394,10 @@ func (k *kit) lacks(n Need) string {
 	case NeedManager:
 		if k.cfg.Manager == nil {
 			return "no manager to run (conformance.Config.Manager)"
+		}
+	case NeedBackendPools:
+		if k.lb != nil && k.pools == nil {
+			return "the provider does not use backend pools (pkg/stratus.BackendPooler)"
 		}
 	case NeedLoadBalancerCapabilities:
 		if k.lb != nil && k.lbCaps == nil {

@@ -25,7 +25,7 @@ func (s Scenario) Group() string {
 }
 
 // Groups are the scenario groups in the order they run.
-var Groups = []string{"instances", "instancelister", "instancewatcher", "loadbalancers", "loadbalancerlister", "loadbalancervalidator", "routes", "e2e"}
+var Groups = []string{"instances", "instancelister", "instancewatcher", "loadbalancers", "loadbalancerlister", "loadbalancervalidator", "backendpools", "routes", "e2e"}
 
 // Scenarios returns every scenario in the order Run runs them.
 func Scenarios() []Scenario {
@@ -34,6 +34,7 @@ func Scenarios() []Scenario {
 	all = append(all, listerScenarios()...)
 	all = append(all, loadBalancerScenarios()...)
 	all = append(all, validatorScenarios()...)
+	all = append(all, backendPoolScenarios()...)
 	all = append(all, routeScenarios()...)
 	all = append(all, e2eScenarios()...)
 	return all

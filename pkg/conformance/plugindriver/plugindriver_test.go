@@ -49,7 +49,7 @@ func TestConformance(t *testing.T) {
 		t.Fatalf("target: provider %q, name %q; want %q, %q", target.Provider, target.Name, plugin.ProviderType, "minicloud (plugin)")
 	}
 	conformancetest.Run(t, target, conformancetest.Want{
-		MaySkip:      conformancetest.SkipsNamed("instancewatcher/"),
+		MaySkip:      conformancetest.SkipsNamed("instancewatcher/", "backendpools/"),
 		AllScenarios: true,
 	})
 }

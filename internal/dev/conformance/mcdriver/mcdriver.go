@@ -313,7 +313,16 @@ func (d *Driver) DescribeLoadBalancer(ctx context.Context, name string) (*confor
 	}
 	out := &conformance.LoadBalancer{Backends: []string{}, Ports: []conformance.Port{}, SourceRanges: ranges}
 	d.mu.Lock()
-	for _, t := range lb.ServedTargets() {
+	served := lb.ServedTargets()
+	if len(lb.BackendPools) > 0 {
+		// Its listeners serve its pools' members too, which only the
+		// target health lists.
+		served = nil
+		for _, th := range lb.TargetHealth {
+			served = append(served, th.Target)
+		}
+	}
+	for _, t := range served {
 		if n, ok := d.names[t.InstanceID]; ok {
 			out.Backends = append(out.Backends, n)
 		} else {

@@ -38,7 +38,7 @@ func TestConformance(t *testing.T) {
 		// The known gaps wait this long before failing.
 		Timeout:      15 * time.Second,
 		Gaps:         gaps,
-		MaySkip:      conformancetest.SkipsWith("does not report dual-stack routes", "does not implement pkg/stratus.InstanceWatcher"),
+		MaySkip:      conformancetest.SkipsWith("does not report dual-stack routes", "does not implement pkg/stratus.InstanceWatcher", "does not use backend pools"),
 		AllScenarios: true,
 	})
 }
