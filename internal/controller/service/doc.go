@@ -11,7 +11,9 @@
 //     workers run in parallel;
 //   - coalesced backend updates: node changes that alter the backend set are gathered
 //     over a short window and each load balancer gets at most one
-//     UpdateLoadBalancer per window;
+//     UpdateLoadBalancer per window; with a provider whose load balancers
+//     share backend pools (stratus.BackendPooler), each changed pool gets one
+//     UpdateBackendPool instead and its load balancers follow (pools.go);
 //   - a LoadBalancerReady condition on the Service besides events, and validation of
 //     stratus's annotations (pkg/annotations) before the cloud is called;
 //   - drift repair: every resync period each load balancer is checked with
