@@ -87,6 +87,7 @@ var (
 	windowFlag = flag.Duration("chaos.window", 0, "chaos window (0: the size's default)")
 	reportFlag = flag.String("chaos.report", "", "write the report table (markdown) to this file")
 	logsFlag   = flag.String("chaos.logs", "", "write every process's log into this directory")
+	budgetFlag = flag.Float64("chaos.budget-rate", 0, "each provider's request budget in calls per second (0: stratus's default), to see how the convergence scales with it")
 )
 
 var (
@@ -213,6 +214,22 @@ nodeLifecycle:
   deletionBudgetWindow: 1m
 `
 
+// withBudget returns the providers block with a budget of rate calls per
+// second in each provider (block unchanged when rate is 0).
+func withBudget(block string, rate float64) string {
+	if rate == 0 {
+		return block
+	}
+	var b strings.Builder
+	for line := range strings.SplitAfterSeq(block, "\n") {
+		b.WriteString(line)
+		if strings.HasPrefix(line, "- name:") {
+			fmt.Fprintf(&b, "  budget:\n    rate: %g\n", rate)
+		}
+	}
+	return b.String()
+}
+
 // serviceCIDR is the control plane's Service IP range.
 const serviceCIDR = "10.96.0.0/16"
 
@@ -261,7 +278,7 @@ func runChaos(t *testing.T, p *provider) {
 	}
 	configs := make([]string, sz.replicas)
 	for i, b := range blocks {
-		configs[i] = writeFile(t, dir, fmt.Sprintf("stratus-%d.yaml", i+1), fmt.Sprintf(managerConfig, b))
+		configs[i] = writeFile(t, dir, fmt.Sprintf("stratus-%d.yaml", i+1), fmt.Sprintf(managerConfig, withBudget(b, *budgetFlag)))
 	}
 	args := []string{
 		"--cluster-name=" + ns,
@@ -483,3 +500,15 @@ func writeFile(t *testing.T, dir, name, body string) string {
 
 // hostPort joins an IP and a port.
 func hostPort(ip string, port int32) string { return net.JoinHostPort(ip, fmt.Sprint(port)) }
+
+// The budget flag reaches every provider of a replica's providers block.
+func TestWithBudget(t *testing.T) {
+	block := "- name: vsphere\n  type: vsphere\n- name: minicloud\n  type: minicloud\n  instanceCacheFreshness: 5s\n"
+	want := "- name: vsphere\n  budget:\n    rate: 20\n  type: vsphere\n- name: minicloud\n  budget:\n    rate: 20\n  type: minicloud\n  instanceCacheFreshness: 5s\n"
+	if got := withBudget(block, 20); got != want {
+		t.Errorf("withBudget(20) =\n%s\nwant\n%s", got, want)
+	}
+	if got := withBudget(block, 0); got != block {
+		t.Errorf("withBudget(0) changed the block:\n%s", got)
+	}
+}
