@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,7 +17,7 @@ import (
 // kind (or, for kind 5, a list query string), as the handlers do, and
 // returns the accepted value.
 func decodeAndValidate(kind uint8, body []byte) (any, error) {
-	switch kind % 6 {
+	switch kind % 7 {
 	case 0:
 		var in api.InstanceCreate
 		if err := decodeStrict(body, &in); err != nil {
@@ -28,13 +29,19 @@ func decodeAndValidate(kind uint8, body []byte) (any, error) {
 		if err := decodeStrict(body, &in); err != nil {
 			return nil, err
 		}
-		return &in, validateLBSpec(&in, kind%6 == 1)
+		return &in, validateLBSpec(&in, kind%7 == 1)
 	case 3:
 		var in api.RouteCreate
 		if err := decodeStrict(body, &in); err != nil {
 			return nil, err
 		}
 		return &in, validateRouteCreate(&in)
+	case 6:
+		var in api.BackendPoolSpec
+		if err := decodeStrict(body, &in); err != nil {
+			return nil, err
+		}
+		return &in, validatePoolSpec(&in, true)
 	case 5:
 		v, err := url.ParseQuery(string(body))
 		if err != nil {
@@ -62,6 +69,8 @@ func FuzzDecodeRequest(f *testing.F) {
 	f.Add(uint8(2), []byte(`{"listeners":[{"protocol":"UDP","port":53,"target_port":30053}]}`))
 	f.Add(uint8(3), []byte(`{"destination_cidr":"10.244.0.0/24","target_instance_id":"i-1"}`))
 	f.Add(uint8(4), []byte(`{"error_rate":0.1,"throttle_rate":0.2,"latency_ms":50,"operations":["GET /v1/instances"]}`))
+	f.Add(uint8(6), []byte(`{"name":"k8s-dev-nodes","tags":{"stratus/cluster":"dev"},"targets":[{"instance_id":"i-1"},{"ip":"10.0.0.1"}]}`))
+	f.Add(uint8(1), []byte(`{"name":"web","listeners":[{"protocol":"TCP","port":80,"target_port":30080}],"backend_pools":["k8s-dev-nodes"]}`))
 	f.Add(uint8(5), []byte(`page_size=10&page_token=aS0wMDAwMDAwMDAwMDE&name=n1&tag=cluster%3Ddev&tag=role`))
 	f.Fuzz(func(t *testing.T, kind uint8, body []byte) {
 		v, err := decodeAndValidate(kind, body)
@@ -111,21 +120,20 @@ func checkInvariants(t *testing.T, v any) {
 				t.Fatalf("accepted listener %+v", l)
 			}
 		}
-		for _, tg := range in.Targets {
-			if (tg.IP == "") == (tg.InstanceID == "") {
-				t.Fatalf("accepted target %+v", tg)
-			}
-			if tg.IP != "" {
-				if _, err := netip.ParseAddr(tg.IP); err != nil {
-					t.Fatalf("accepted target IP %q", tg.IP)
-				}
-			}
+		checkTargetInvariants(t, in.Targets)
+		if len(in.BackendPools) > api.MaxBackendPoolsPerLB || slices.Contains(in.BackendPools, "") {
+			t.Fatalf("accepted backend pools %q", in.BackendPools)
 		}
 		for _, r := range in.SourceRanges {
 			if p, err := netip.ParsePrefix(r); err != nil || p.Masked() != p {
 				t.Fatalf("accepted source range %q", r)
 			}
 		}
+	case *api.BackendPoolSpec:
+		if in.Name == "" {
+			t.Fatal("accepted a backend pool without a name")
+		}
+		checkTargetInvariants(t, in.Targets)
 	case *api.RouteCreate:
 		if p, err := netip.ParsePrefix(in.DestinationCIDR); err != nil || p.Masked() != p {
 			t.Fatalf("accepted destination %q", in.DestinationCIDR)
@@ -142,6 +150,24 @@ func checkInvariants(t *testing.T, v any) {
 	case *api.Faults:
 		if in.ErrorRate < 0 || in.ErrorRate > 1 || in.ThrottleRate < 0 || in.ThrottleRate > 1 || in.UnauthorizedRate < 0 || in.UnauthorizedRate > 1 || in.LatencyMS < 0 {
 			t.Fatalf("accepted faults %+v", in)
+		}
+	}
+}
+
+// checkTargetInvariants fails t unless every target names exactly one of
+// an instance and an address, none twice.
+func checkTargetInvariants(t *testing.T, targets []api.Target) {
+	t.Helper()
+	seen := map[api.Target]bool{}
+	for _, tg := range targets {
+		if (tg.IP == "") == (tg.InstanceID == "") || seen[tg] {
+			t.Fatalf("accepted target %+v", tg)
+		}
+		seen[tg] = true
+		if tg.IP != "" {
+			if _, err := netip.ParseAddr(tg.IP); err != nil {
+				t.Fatalf("accepted target IP %q", tg.IP)
+			}
 		}
 	}
 }
