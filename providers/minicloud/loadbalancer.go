@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -582,14 +583,37 @@ func internalIP(n *v1.Node) string {
 // while its Node is still kept, e.g. by stratus's deletion guard), it sends once
 // more without them: one machine that is gone must not keep a load balancer
 // from every other backend. Any other rejection is returned as it is.
+//
+// A target is left out only when the cloud says its instance does not exist:
+// the instance listing lacks it and a lookup of that instance answers 404.
+// An empty listing, a failed one or a failed lookup is a doubt, never "gone":
+// the rejection is returned and the call retried, so that a cloud whose
+// inventory briefly comes back empty cannot empty a load balancer.
 func (l *loadBalancers) send(ctx context.Context, what string, targets []api.Target, do func([]api.Target) error) error {
 	err := do(targets)
 	if !client.IsInvalid(err) || !slices.ContainsFunc(targets, func(t api.Target) bool { return t.InstanceID != "" }) {
 		return err
 	}
-	all, lerr := l.inst.ListInstances(ctx)
-	if lerr != nil {
+	gone, lerr := l.goneInstances(ctx, targets)
+	if lerr != nil || len(gone) == 0 {
 		return err
+	}
+	kept := slices.DeleteFunc(slices.Clone(targets), func(t api.Target) bool { return gone[t.InstanceID] })
+	klog.FromContext(ctx).Info("Leaving out load balancer targets whose instances do not exist", "what", what, "instances", slices.Sorted(maps.Keys(gone)))
+	return do(kept)
+}
+
+// goneInstances returns the instances of targets that do not exist: missing
+// from a listing that is not empty, and answered 404 when looked up one by
+// one. Any doubt (an empty or failed listing, a lookup that fails otherwise)
+// is an error.
+func (l *loadBalancers) goneInstances(ctx context.Context, targets []api.Target) (map[string]bool, error) {
+	all, err := l.inst.ListInstances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if len(all) == 0 {
+		return nil, errors.New("the instance listing is empty")
 	}
 	exists := make(map[string]bool, len(all))
 	for _, in := range all {
@@ -597,19 +621,20 @@ func (l *loadBalancers) send(ctx context.Context, what string, targets []api.Tar
 			exists[id] = true
 		}
 	}
-	var gone []string
-	kept := slices.DeleteFunc(slices.Clone(targets), func(t api.Target) bool {
-		if t.InstanceID != "" && !exists[t.InstanceID] {
-			gone = append(gone, t.InstanceID)
-			return true
+	gone := map[string]bool{}
+	for _, t := range targets {
+		if t.InstanceID == "" || exists[t.InstanceID] || gone[t.InstanceID] {
+			continue
 		}
-		return false
-	})
-	if len(gone) == 0 {
-		return err
+		if _, err := l.api.GetInstance(ctx, t.InstanceID); !client.IsNotFound(err) {
+			if err == nil {
+				err = fmt.Errorf("instance %s exists but was missing from the listing", t.InstanceID)
+			}
+			return nil, err
+		}
+		gone[t.InstanceID] = true
 	}
-	klog.FromContext(ctx).Info("Leaving out load balancer targets whose instances do not exist", "what", what, "instances", gone)
-	return do(kept)
+	return gone, nil
 }
 
 // specFrom is the spec that recreates lb as it is.
