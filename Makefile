@@ -1,11 +1,15 @@
 # stratus — make help lists the targets.
 SHELL := /bin/bash
 export CGO_ENABLED ?= 0
-# -trimpath: compiled packages carry no checkout path, so a second clone of
-# the repository (CI's clean clone) reuses the Go build cache of the first
-# instead of compiling every package of the module again (about 160 s of CPU
-# in make test); binaries are reproducible too.
-export GOFLAGS ?= -buildvcs=false -trimpath
+export GOFLAGS ?= -buildvcs=false
+# -trimpath, added to any GOFLAGS given (GOFLAGS=-count=1 make test): compiled
+# packages carry no checkout path, so a second clone of the repository (CI's
+# clean clone) reuses the Go build cache of the first instead of compiling
+# every package of the module again (about 160 s of CPU in make test), and
+# binaries are reproducible.
+ifeq ($(filter -trimpath,$(GOFLAGS)),)
+override GOFLAGS += -trimpath
+endif
 
 STATICCHECK_VERSION := v0.8.2
 KUBEBINS_DIR := $(shell hack/kubebins/build.sh --print-dir)
