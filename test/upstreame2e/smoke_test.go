@@ -33,14 +33,15 @@ import (
 const block = 246
 
 // smoke are the upstream tests run here: a TCP load balancer with
-// externalTrafficPolicy: Cluster (its traffic, with session affinity), and
-// one with externalTrafficPolicy: Local (its health check node port, the
-// client's address). The suite's basic TCP test ("should be able to change
-// the type and ports of a TCP service") reaches the Service by its name,
-// and the real nodes have no cluster DNS (docs/e2e.md).
+// externalTrafficPolicy: Cluster (its traffic, with session affinity), one
+// with externalTrafficPolicy: Local (its health check node port, the
+// client's address), and the suite's basic TCP test, which reaches the
+// Service by its name from a pod (the cluster DNS) and through its load
+// balancer as its type and ports change.
 var smoke = []string{
 	"[sig-network] LoadBalancers [Feature:LoadBalancer] should have session affinity work for LoadBalancer service with Cluster traffic policy [LinuxOnly] [Slow]",
 	"[sig-network] LoadBalancers ExternalTrafficPolicy: Local [Feature:LoadBalancer] should work for type=LoadBalancer [Slow]",
+	"[sig-network] LoadBalancers [Feature:LoadBalancer] should be able to change the type and ports of a TCP service [Slow]",
 }
 
 // TestUpstreamLoadBalancerSmoke runs the smoke tests with e2e.test as make
