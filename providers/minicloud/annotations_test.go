@@ -56,6 +56,7 @@ func waitProbes(t *testing.T, be *minicloudtest.Backend, n int, ok func(miniclou
 // TestAnnotationHealthCheckInterval: the interval reaches the cloud and
 // spaces the probes (minicloud's default is 5s; the annotation asks for 7s).
 func TestAnnotationHealthCheckInterval(t *testing.T) {
+	t.Parallel() // waits out real health-check intervals and timeouts
 	f := newLBFixture(t)
 	f.ensure(t, cluster, f.localService(map[string]string{annotations.LBHealthCheckInterval.Name: "6500ms"}), f.nodes)
 	if hc := f.theLB(t).HealthCheck; hc == nil || hc.IntervalSeconds != 7 {
@@ -74,6 +75,7 @@ func TestAnnotationHealthCheckInterval(t *testing.T) {
 // backend whose health endpoint hangs is held for that long (minicloud's
 // default is 2s) and then taken out of rotation.
 func TestAnnotationHealthCheckTimeout(t *testing.T) {
+	t.Parallel() // waits out real health-check intervals and timeouts
 	f := newLBFixture(t)
 	f.backends[1].SetHanging(true)
 	st := f.ensure(t, cluster, f.localService(map[string]string{annotations.LBHealthCheckTimeout.Name: "4s"}), f.nodes)
@@ -91,6 +93,7 @@ func TestAnnotationHealthCheckTimeout(t *testing.T) {
 // cloud, and a backend whose health endpoint starts failing leaves rotation
 // only after that many failed probes (minicloud's default is 2).
 func TestAnnotationHealthCheckUnhealthyThreshold(t *testing.T) {
+	t.Parallel() // waits out real health-check intervals and timeouts
 	f := newLBFixture(t)
 	st := f.ensure(t, cluster, f.localService(map[string]string{
 		annotations.LBHealthCheckInterval.Name:           "1s",
@@ -118,6 +121,7 @@ func TestAnnotationHealthCheckUnhealthyThreshold(t *testing.T) {
 // v2 header carrying the client's address to the backends and the status
 // says ipMode Proxy; without it, backends expecting the header get none.
 func TestAnnotationProxyProtocol(t *testing.T) {
+	t.Parallel() // waits out real health-check intervals and timeouts
 	f := newLBFixtureWith(t, minicloudtest.BackendOptions{ProxyProtocol: true})
 	svc := f.service(8080)
 	svc.Annotations = map[string]string{annotations.LBProxyProtocol.Name: "true"}
@@ -217,6 +221,7 @@ func TestSessionAffinityClientIP(t *testing.T) {
 // TestAnnotationIdleTimeout: the idle timeout reaches the cloud, and the
 // load balancer closes a connection that stays silent that long.
 func TestAnnotationIdleTimeout(t *testing.T) {
+	t.Parallel() // waits out real health-check intervals and timeouts
 	f := newLBFixture(t)
 	svc := f.service(8080)
 	svc.Annotations = map[string]string{annotations.LBIdleTimeout.Name: "1s"}
