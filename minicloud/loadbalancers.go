@@ -123,6 +123,7 @@ func (s *Server) loadBalancer(id string) (any, error) {
 		var err error
 		lb, err = store.Get[lbRecord](tx, store.LoadBalancers, id)
 		if err == nil {
+			lb.TargetsDigest = api.TargetsDigest(lb.Targets, lb.Listeners, lb.BackendPools)
 			s.withHealth(s.newResolver(tx), &lb)
 		}
 		return err
@@ -166,6 +167,9 @@ func (s *Server) listLBs(r *http.Request) (int, any, error) {
 		items, more, err = query(tx, store.LoadBalancers, q, func(lb *lbRecord) map[string]string { return lb.Tags })
 		if err != nil {
 			return err
+		}
+		for i := range items {
+			items[i].TargetsDigest = api.TargetsDigest(items[i].Targets, items[i].Listeners, items[i].BackendPools)
 		}
 		if summary {
 			for i := range items {

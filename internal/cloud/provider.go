@@ -455,3 +455,20 @@ func (p *Provider) ListLoadBalancers(ctx context.Context, clusterName string) (l
 	})
 	return lbs, true, err
 }
+
+// BackendsDigest is the provider's stratus.BackendsDigester answer for svc's
+// load balancer serving nodes, when the provider, or its LoadBalancer,
+// implements it; ok is false when it does not or cannot tell. It makes no
+// cloud call.
+func (p *Provider) BackendsDigest(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (digest string, ok bool) {
+	d, isDigester := p.raw.(stratus.BackendsDigester)
+	if !isDigester {
+		if lb, supported := p.raw.LoadBalancer(); supported {
+			d, isDigester = lb.(stratus.BackendsDigester)
+		}
+	}
+	if !isDigester {
+		return "", false
+	}
+	return d.BackendsDigest(ctx, clusterName, svc, nodes)
+}

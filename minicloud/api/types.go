@@ -193,8 +193,12 @@ type LoadBalancer struct {
 	// serves: its own Targets, then its pools' members that are not among
 	// them.
 	TargetHealth []TargetHealth `json:"target_health"`
-	CreatedAt    time.Time      `json:"created_at"`
-	UpdatedAt    time.Time      `json:"updated_at"`
+	// TargetsDigest is TargetsDigest of Targets, the listeners' targets
+	// and BackendPools, in GET answers and listings (the summary view
+	// too); empty elsewhere.
+	TargetsDigest string    `json:"targets_digest,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
 }
 
 // MaxBackendPoolsPerLB is how many backend pools one load balancer may name.

@@ -235,6 +235,7 @@ type kit struct {
 	validator stratus.LoadBalancerValidator
 	lbCaps    *stratus.LoadBalancerCapabilities // nil when not declared
 	pools     stratus.BackendPools              // nil when not used
+	digester  stratus.BackendsDigester          // nil when not implemented
 
 	lbd     LoadBalancerDriver
 	traffic TrafficDriver
@@ -269,6 +270,11 @@ func newKit(cfg *Config, raw cloudprovider.Interface, kube kubernetes.Interface)
 	}
 	if l, ok := raw.(stratus.LoadBalancerLister); ok {
 		k.lbLister = l
+	}
+	if d, ok := raw.(stratus.BackendsDigester); ok {
+		k.digester = d
+	} else if k.lb != nil {
+		k.digester, _ = k.lb.(stratus.BackendsDigester)
 	}
 	k.validator, k.lbCaps = validation(raw, k.lb)
 	if bp, ok := raw.(stratus.BackendPooler); ok {
@@ -340,6 +346,7 @@ const (
 	NeedLoadBalancerCapabilities
 	NeedManager
 	NeedBackendPools
+	NeedBackendsDigester
 )
 
 func (k *kit) lacks(n Need) string {
@@ -394,6 +401,10 @@ func (k *kit) lacks(n Need) string {
 	case NeedManager:
 		if k.cfg.Manager == nil {
 			return "no manager to run (conformance.Config.Manager)"
+		}
+	case NeedBackendsDigester:
+		if k.lb != nil && k.digester == nil {
+			return "the provider does not implement pkg/stratus.BackendsDigester"
 		}
 	case NeedBackendPools:
 		if k.lb != nil && k.pools == nil {

@@ -38,6 +38,7 @@ func loadBalancerScenarios() []Scenario {
 		lbTrafficScenarios(),
 		lbListerScenarios(),
 		lbListerLeftOutScenarios(),
+		lbDigestScenarios(),
 	)
 }
 
@@ -430,6 +431,64 @@ func lbListerScenarios() []Scenario {
 				})
 			}},
 	}
+}
+
+// lbDigestScenarios check stratus.BackendsDigester against the listing.
+func lbDigestScenarios() []Scenario {
+	return []Scenario{
+		{Name: "loadbalancerlister/backends-digest", Needs: []Need{NeedLoadBalancer, NeedLoadBalancerLister, NeedBackendsDigester},
+			Doc: "BackendsDigest for a Service and its nodes is the Backends its listing carries once the load balancer serves them, before and after an update to other nodes; it differs for other nodes unless backend pools hold them.",
+			run: func(ctx context.Context, e *env) error {
+				if e.pools != nil {
+					// Pooled load balancers are sent as stratus sends them.
+					ctx = stratus.WithBackendPoolsManaged(ctx)
+				}
+				nodes, _, err := e.nodes(ctx, 2)
+				if err != nil {
+					return err
+				}
+				svc := e.service()
+				if _, err := e.ensure(ctx, e.cfg.ClusterName, svc, nodes); err != nil {
+					return err
+				}
+				both, err := e.listedDigest(ctx, svc, nodes)
+				if err != nil {
+					return err
+				}
+				if err := e.update(ctx, svc, nodes[:1]); err != nil {
+					return fmt.Errorf("UpdateLoadBalancer: %w", err)
+				}
+				one, err := e.listedDigest(ctx, svc, nodes[:1])
+				if err != nil {
+					return err
+				}
+				if e.pools == nil && one == both {
+					return expected("BackendsDigest of one node", "another digest than of two nodes", one)
+				}
+				return nil
+			}},
+	}
+}
+
+// listedDigest waits until svc's listed Backends is BackendsDigest of
+// nodes, and returns it.
+func (e *env) listedDigest(ctx context.Context, svc *v1.Service, nodes []*v1.Node) (string, error) {
+	want, ok := e.digester.BackendsDigest(ctx, e.cfg.ClusterName, svc, nodes)
+	if !ok || want == "" {
+		// stratus then sends every update, as without the extension.
+		return "", skip("BackendsDigest cannot tell for %d nodes with provider IDs (answered %q, %v): not in use", len(nodes), want, ok)
+	}
+	err := e.eventually(ctx, func(ctx context.Context) error {
+		ref, err := e.listedRef(ctx, svc)
+		if err != nil {
+			return err
+		}
+		if ref.Backends != want {
+			return expected("listed Backends", want, ref.Backends)
+		}
+		return nil
+	})
+	return want, err
 }
 
 // lbListerLeftOutScenarios check what stratus.LoadBalancerLister leaves out.

@@ -261,11 +261,14 @@ func checkCapabilities(caps *pb.Capabilities) error {
 			if !has(pb.Interface_INTERFACE_INSTANCES_V2) {
 				return protocolErr("GetCapabilities: extension %s without interface INSTANCES_V2", e)
 			}
-		case pb.Extension_EXTENSION_LOAD_BALANCER_LISTER, pb.Extension_EXTENSION_LOAD_BALANCER_VALIDATOR:
+		case pb.Extension_EXTENSION_LOAD_BALANCER_LISTER, pb.Extension_EXTENSION_LOAD_BALANCER_VALIDATOR, pb.Extension_EXTENSION_BACKENDS_DIGESTER:
 			if !has(pb.Interface_INTERFACE_LOAD_BALANCER) {
 				return protocolErr("GetCapabilities: extension %s without interface LOAD_BALANCER", e)
 			}
 		}
+	}
+	if slices.Contains(caps.Extensions, pb.Extension_EXTENSION_BACKENDS_DIGESTER) && !slices.Contains(caps.Extensions, pb.Extension_EXTENSION_LOAD_BALANCER_LISTER) {
+		return protocolErr("GetCapabilities: extension BACKENDS_DIGESTER without LOAD_BALANCER_LISTER")
 	}
 	if slices.Contains(caps.Extensions, pb.Extension_EXTENSION_INSTANCE_WATCHER) && !slices.Contains(caps.Extensions, pb.Extension_EXTENSION_INSTANCE_LISTER) {
 		return protocolErr("GetCapabilities: extension INSTANCE_WATCHER without INSTANCE_LISTER")
@@ -649,6 +652,9 @@ func (l loadBalancer) EnsureLoadBalancer(ctx context.Context, clusterName string
 	req, err := l.nodesRequest(clusterName, svc, nodes)
 	if err != nil {
 		return nil, err
+	}
+	if stratus.LoadBalancerAbsent(ctx) {
+		req.LoadBalancerAbsent = proto.Bool(true)
 	}
 	resp, err := invoke(ctx, l.c, "EnsureLoadBalancer", func(ctx context.Context) (*pb.EnsureLoadBalancerResponse, error) {
 		return l.c.rpc.EnsureLoadBalancer(ctx, req)

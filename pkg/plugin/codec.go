@@ -222,6 +222,7 @@ func toLoadBalancerRef(r stratus.LoadBalancerRef) (*pb.LoadBalancerRef, error) {
 		ServiceUid:       proto.String(string(r.ServiceUID)),
 		Status:           status,
 		Provisioning:     proto.Bool(r.Provisioning),
+		Backends:         proto.String(r.Backends),
 	}, nil
 }
 
@@ -240,6 +241,7 @@ func fromLoadBalancerRef(field string, r *pb.LoadBalancerRef) (stratus.LoadBalan
 		ServiceUID:       types.UID(r.GetServiceUid()),
 		Status:           status,
 		Provisioning:     r.GetProvisioning(),
+		Backends:         r.GetBackends(),
 	}, nil
 }
 

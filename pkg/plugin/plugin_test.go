@@ -102,7 +102,7 @@ func TestMinicloudAsPlugin(t *testing.T) {
 
 	caps := c.Capabilities()
 	if caps.GetProviderIdScheme() != "minicloud" || caps.GetProviderName() != "minicloud" || len(caps.Interfaces) != 3 ||
-		!proto.Equal(&pb.Capabilities{Extensions: caps.Extensions}, &pb.Capabilities{Extensions: []pb.Extension{pb.Extension_EXTENSION_INSTANCE_LISTER, pb.Extension_EXTENSION_LOAD_BALANCER_LISTER, pb.Extension_EXTENSION_LOAD_BALANCER_VALIDATOR}}) {
+		!proto.Equal(&pb.Capabilities{Extensions: caps.Extensions}, &pb.Capabilities{Extensions: []pb.Extension{pb.Extension_EXTENSION_INSTANCE_LISTER, pb.Extension_EXTENSION_LOAD_BALANCER_LISTER, pb.Extension_EXTENSION_LOAD_BALANCER_VALIDATOR, pb.Extension_EXTENSION_BACKENDS_DIGESTER}}) {
 		t.Errorf("capabilities %v", caps)
 	}
 	v2, ok := c.InstancesV2()

@@ -225,6 +225,7 @@ func capabilitiesOf(p cloudprovider.Interface, name string) *pb.Capabilities {
 			caps.Extensions = append(caps.Extensions, pb.Extension_EXTENSION_LOAD_BALANCER_LISTER)
 		}
 		addLoadBalancerValidation(p, caps)
+		addBackendsDigests(p, caps)
 	}
 	if r, ok := p.Routes(); ok && r != nil {
 		caps.Interfaces = append(caps.Interfaces, pb.Interface_INTERFACE_ROUTES)
@@ -482,6 +483,9 @@ func (s *server) GetLoadBalancerName(ctx context.Context, req *pb.LoadBalancerRe
 }
 
 func (s *server) EnsureLoadBalancer(ctx context.Context, req *pb.LoadBalancerNodesRequest) (*pb.EnsureLoadBalancerResponse, error) {
+	if req.GetLoadBalancerAbsent() {
+		ctx = stratus.WithLoadBalancerAbsent(ctx)
+	}
 	st, err := serve(s.loadBalancer, lbRequestOf(req.ClusterName, req.Service, req.Nodes), func(lb cloudprovider.LoadBalancer, in lbRequest) (*v1.LoadBalancerStatus, error) {
 		return lb.EnsureLoadBalancer(ctx, in.cluster, in.svc, in.nodes)
 	})

@@ -94,6 +94,28 @@ type LoadBalancerRef struct {
 	// is nil): stratus then waits for a later listing rather than calling
 	// EnsureLoadBalancer again. Leave it false when the listing cannot tell.
 	Provisioning bool
+	// Backends is a digest of the backends the load balancer targets, as
+	// the provider's BackendsDigester computes it, or "" when the listing
+	// does not carry one. With it, a newly elected stratus checks the load
+	// balancers it adopts (ensured by an earlier leader, their backends
+	// unknown to it) against one listing, and sends UpdateLoadBalancer only
+	// to those whose backends differ, instead of one call per load balancer.
+	Backends string
+}
+
+// BackendsDigester is a LoadBalancer (or the provider) whose listings carry
+// each load balancer's backends digest (LoadBalancerRef.Backends).
+//
+// BackendsDigest returns the digest a listing would carry for svc's load
+// balancer if UpdateLoadBalancer(ctx, clusterName, svc, nodes) had just
+// succeeded, and true; or false when it cannot tell without a cloud call
+// (a node whose instance it would have to look up). It makes no cloud call.
+// Two digests are equal only when the targets are: stratus skips the update
+// of a load balancer whose listed digest equals it, so a digest that
+// matched wrongly would leave a load balancer with stale backends. When in
+// doubt, return false or a digest that cannot match.
+type BackendsDigester interface {
+	BackendsDigest(ctx context.Context, clusterName string, svc *v1.Service, nodes []*v1.Node) (string, bool)
 }
 
 // LoadBalancerLister lists the load balancers the provider created for a cluster

@@ -363,6 +363,7 @@ func (l *loadBalancers) ListLoadBalancers(ctx context.Context, clusterName strin
 			ServiceUID:       types.UID(lb.Tags[TagServiceUID]),
 			Status:           statusOf(lb),
 			Provisioning:     lb.State == api.LBProvisioning,
+			Backends:         lb.TargetsDigest,
 		})
 	}
 	return refs, nil
@@ -517,21 +518,7 @@ func applyAnnotations(svc *v1.Service, spec *api.LoadBalancerSpec) error {
 // (foreignNodes: internalIP), the first InternalIP of each of those. Other
 // nodes are left out.
 func (l *loadBalancers) targetsOf(ctx context.Context, nodes []*v1.Node) ([]api.Target, error) {
-	ids := map[string]bool{}
-	ips := map[string]bool{}
-	var unnamed []string
-	for _, n := range nodes {
-		switch id, err := InstanceIDOf(n.Spec.ProviderID); {
-		case err == nil:
-			ids[id] = true
-		case n.Spec.ProviderID == "":
-			unnamed = append(unnamed, n.Name)
-		case l.foreignNodes == ForeignNodesInternalIP:
-			if ip := internalIP(n); ip != "" {
-				ips[ip] = true
-			}
-		}
-	}
+	ids, ips, unnamed := l.namedTargets(nodes)
 	if len(unnamed) > 0 {
 		all, err := l.inst.ListInstances(ctx)
 		if err != nil {
@@ -547,6 +534,32 @@ func (l *loadBalancers) targetsOf(ctx context.Context, nodes []*v1.Node) ([]api.
 			}
 		}
 	}
+	return targetList(ids, ips), nil
+}
+
+// namedTargets sorts nodes into the instances their provider IDs name, the
+// addresses of the foreign nodes that are targets (foreignNodes:
+// internalIP), and the names of the nodes without a provider ID, whose
+// instances only a listing finds.
+func (l *loadBalancers) namedTargets(nodes []*v1.Node) (ids, ips map[string]bool, unnamed []string) {
+	ids, ips = map[string]bool{}, map[string]bool{}
+	for _, n := range nodes {
+		switch id, err := InstanceIDOf(n.Spec.ProviderID); {
+		case err == nil:
+			ids[id] = true
+		case n.Spec.ProviderID == "":
+			unnamed = append(unnamed, n.Name)
+		case l.foreignNodes == ForeignNodesInternalIP:
+			if ip := internalIP(n); ip != "" {
+				ips[ip] = true
+			}
+		}
+	}
+	return ids, ips, unnamed
+}
+
+// targetList is the sorted targets of instances ids and addresses ips.
+func targetList(ids, ips map[string]bool) []api.Target {
 	targets := make([]api.Target, 0, len(ids)+len(ips))
 	for id := range ids {
 		targets = append(targets, api.Target{InstanceID: id})
@@ -555,7 +568,30 @@ func (l *loadBalancers) targetsOf(ctx context.Context, nodes []*v1.Node) ([]api.
 		targets = append(targets, api.Target{IP: ip})
 	}
 	sortTargets(targets)
-	return targets, nil
+	return targets
+}
+
+var _ stratus.BackendsDigester = (*loadBalancers)(nil)
+
+// BackendsDigest is the targets digest minicloud lists for svc's load
+// balancer once UpdateLoadBalancer(ctx, clusterName, svc, nodes) succeeded:
+// of nodes' instances (and foreign nodes' addresses), or with backend pools
+// kept by stratus (stratus.BackendPoolsManaged) of the pool the load balancer
+// names. It cannot tell (false) for a node without a provider ID, whose
+// instance a listing finds, nor for pools whose members the update would set
+// (no stratus mark): the digest does not cover a pool's members.
+func (l *loadBalancers) BackendsDigest(ctx context.Context, clusterName string, _ *v1.Service, nodes []*v1.Node) (string, bool) {
+	if l.pools {
+		if !stratus.BackendPoolsManaged(ctx) {
+			return "", false
+		}
+		return api.TargetsDigest(nil, nil, []string{PoolName(clusterName, poolKey)}), true
+	}
+	ids, ips, unnamed := l.namedTargets(nodes)
+	if len(unnamed) > 0 {
+		return "", false
+	}
+	return api.TargetsDigest(targetList(ids, ips), nil, nil), true
 }
 
 // sortTargets orders targets: instances by ID, then addresses.

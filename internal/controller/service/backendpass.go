@@ -10,9 +10,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	cloudprovider "k8s.io/cloud-provider"
 	cloudproviderapi "k8s.io/cloud-provider/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -47,6 +49,13 @@ type nodeSyncer struct{ *Controller }
 // the set it was sent until the next pass, and a set per update while
 // thousands of nodes join would be thousands of sets of thousands of nodes.
 // A pooled load balancer is recorded with the set its pools were sent.
+//
+// A load balancer adopted at start-up (its backends unknown to this
+// process) whose provider's listing carries backends digests
+// (stratus.BackendsDigester) is checked against one listing per pass: only
+// those whose digest differs from the one for the new set are updated. A
+// failed listing, or one without the load balancer, leaves the update to be
+// sent.
 func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	start := s.opts.Clock.Now()
 	if wait := s.burst.hold(start, s.opts.NodeUpdateWindow); wait > 0 {
@@ -61,6 +70,7 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 	set := s.sets.share(newNodeSet(nodes))
 	holdAdds, requeue := s.pass.holdAdds(start, s.opts.NodeInitWait, recheck)
 	pooling, poolErr := s.sendPools(ctx, nodes, set, holdAdds)
+	listed := &listedBackends{pass: s}
 	g, gctx := errgroup.WithContext(ctx)
 	// A slot is taken before the set is looked at, so that an update waiting
 	// for a worker does not go out with the set of when it started waiting.
@@ -101,11 +111,13 @@ func (s nodeSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconci
 			<-slots
 			continue
 		}
-		if pooled && entry.poolKeys == keys {
-			// Its pools have the new members: nothing to send.
+		if (pooled && entry.poolKeys == keys) || (entry.unverified && listed.current(ctx, s.opts.ClusterName, &svc, entry.provider, sent, pp != nil)) {
+			// Its pools have the new members, or the listing shows that
+			// the load balancer adopted at start-up targets them already:
+			// nothing to send.
 			g.Go(func() error {
 				defer func() { <-slots }()
-				s.followPools(gctx, &svc, entry, sent)
+				s.served(gctx, &svc, entry, sent)
 				return nil
 			})
 			continue
@@ -193,10 +205,11 @@ func (s nodeSyncer) sendPools(ctx context.Context, nodes []*v1.Node, set nodeSet
 	return byName, errors.Join(failed...)
 }
 
-// followPools records that svc's load balancer serves nodes through its
-// backend pools, which a pass just sent: its Ready condition follows the
+// served records that svc's load balancer serves nodes without an update
+// of its own: through its backend pools, which a pass just sent, or because
+// a listing shows it targets them already. Its Ready condition follows the
 // backend count, as after an UpdateLoadBalancer.
-func (s nodeSyncer) followPools(ctx context.Context, svc *v1.Service, entry svcState, nodes []*v1.Node) {
+func (s nodeSyncer) served(ctx context.Context, svc *v1.Service, entry svcState, nodes []*v1.Node) {
 	key := client.ObjectKeyFromObject(svc)
 	defer s.locks.lock(key)()
 	fresh := &v1.Service{}
@@ -290,4 +303,59 @@ func eventHosts(nodes []*v1.Node) string {
 	}
 	names = append(names, fmt.Sprintf("<%d more>", len(nodes)-maxNodeNames))
 	return fmt.Sprintf("%v [node names limited, total number of nodes: %d]", names, len(nodes))
+}
+
+// listedBackends is a pass's view of the providers' load-balancer listings,
+// taken the first time an adopted load balancer of the provider is checked
+// (at most one listing per provider and pass): each load balancer's
+// backends digest by Service UID, nil for a provider whose listing failed or
+// carries no digests.
+type listedBackends struct {
+	pass     nodeSyncer
+	mu       sync.Mutex
+	provider map[*cloud.Provider]map[types.UID]string
+}
+
+// current reports whether the listing shows that svc's load balancer
+// targets nodes already: its provider can compute the digest for nodes
+// (pooled: with stratus.WithBackendPoolsManaged, as the update would be
+// sent) and the listed one equals it. Any doubt is false.
+func (l *listedBackends) current(ctx context.Context, clusterName string, svc *v1.Service, p *cloud.Provider, nodes []*v1.Node, pooled bool) bool {
+	if pooled {
+		ctx = stratus.WithBackendPoolsManaged(ctx)
+	}
+	want, ok := p.BackendsDigest(ctx, clusterName, svc, nodes)
+	if !ok || want == "" {
+		return false
+	}
+	digests := l.of(ctx, p)
+	return digests != nil && digests[svc.UID] == want
+}
+
+// of lists p's load balancers once per pass.
+func (l *listedBackends) of(ctx context.Context, p *cloud.Provider) map[types.UID]string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if digests, done := l.provider[p]; done {
+		return digests
+	}
+	if l.provider == nil {
+		l.provider = map[*cloud.Provider]map[types.UID]string{}
+	}
+	l.provider[p] = nil
+	refs, ok, err := p.ListLoadBalancers(cloud.WithPriority(ctx, cloud.PriorityLBUpdate), l.pass.opts.ClusterName)
+	if !ok || err != nil {
+		if err != nil {
+			log.FromContext(ctx).Error(err, "list load balancers to check the adopted ones' backends; updating them instead", "provider", p.Name())
+		}
+		return nil
+	}
+	digests := make(map[types.UID]string, len(refs))
+	for _, r := range refs {
+		if r.Backends != "" {
+			digests[r.ServiceUID] = r.Backends
+		}
+	}
+	l.provider[p] = digests
+	return digests
 }

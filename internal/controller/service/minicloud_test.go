@@ -288,6 +288,98 @@ func TestMinicloudBackendsWithoutServiceWrites(t *testing.T) {
 	}
 }
 
+// A manager that adopts load balancers at start-up checks their backends
+// against one listing (the minicloud provider lists a targets digest per load
+// balancer) and updates only the one whose targets changed while no manager
+// ran: one update instead of one per load balancer.
+func TestMinicloudAdoptedBackendsCheckedByListing(t *testing.T) {
+	ctx := context.Background()
+	mc := minicloudtest.Start(t, minicloudtest.Options{LBProvisionDelay: 100 * time.Millisecond})
+	clouds := cloud.Single(cloud.NewProvider(mcprovider.ProviderName, mcprovider.NewFromClient(mc.Client)))
+	ns := testenv.Get(t).Namespace(t)
+	opts := Options{ClusterName: "mc-adopt-list-test", NodeUpdateWindow: 200 * time.Millisecond}
+	h, stop := startIn(t, ns, nil, clouds, opts)
+	ids := map[int]string{}
+	addNode := func(i int) {
+		inst, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: h.nodeName(i), Type: "mc.small", Zone: "mc-central-a"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids[i] = inst.ID
+		h.createNodes(i, i+1, func(n *v1.Node) { n.Spec.ProviderID = mcprovider.ProviderID(inst.ID) })
+	}
+	want := func(idx ...int) []string {
+		var out []string
+		for _, i := range idx {
+			out = append(out, ids[i])
+		}
+		slices.Sort(out)
+		return out
+	}
+	addNode(0)
+	addNode(1)
+	names := []string{"web-0", "web-1", "web-2"}
+	uids := map[string]string{}
+	for _, name := range names {
+		h.createService(lbService(name, func(s *v1.Service) { s.Spec.Ports[0].NodePort = 0 }))
+	}
+	for _, name := range names {
+		h.waitCondition(name, ReasonReady, 30*time.Second)
+		uids[name] = string(h.getService(name).UID)
+	}
+	allTargets := func(idx ...int) func() (bool, error) {
+		return func() (bool, error) {
+			for _, name := range names {
+				if !slices.Equal(lbTargets(ctx, mc, uids[name]), want(idx...)) {
+					return false, nil
+				}
+			}
+			return true, nil
+		}
+	}
+	h.eventually(30*time.Second, "every load balancer targeting both nodes", allTargets(0, 1))
+
+	// While no manager runs, somebody takes node 1 out of web-1's load
+	// balancer.
+	stop()
+	lbs, err := mc.Client.ListLoadBalancers(ctx, client.ListOptions{Tags: map[string]string{mcprovider.TagServiceUID: uids["web-1"]}})
+	if err != nil || len(lbs) != 1 {
+		t.Fatalf("web-1's load balancer: %v, %v", lbs, err)
+	}
+	lb := lbs[0]
+	spec := api.LoadBalancerSpec{Tags: lb.Tags, Listeners: lb.Listeners, HealthCheck: lb.HealthCheck, SourceRanges: lb.SourceRanges,
+		Algorithm: lb.Algorithm, IdleTimeoutSeconds: lb.IdleTimeoutSeconds, ProxyProtocol: lb.ProxyProtocol,
+		Targets: []api.Target{{InstanceID: ids[0]}}}
+	if _, err := mc.Client.UpdateLoadBalancer(ctx, lb.ID, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.Client.ResetStats(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	h, _ = startIn(t, ns, nil, clouds, opts)
+	h.eventually(30*time.Second, "web-1's load balancer targeting both nodes again", func() (bool, error) {
+		return slices.Equal(lbTargets(ctx, mc, uids["web-1"]), want(0, 1)), nil
+	})
+	// A node joins: every load balancer gets it. Whichever pass adopted
+	// web-0 and web-2 (before this one or in it), each was sent one update
+	// in all; checked one by one, they would have had two.
+	addNode(2)
+	h.eventually(30*time.Second, "every load balancer targeting the joined node", allTargets(0, 1, 2))
+	stats, err := mc.Client.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := stats.Requests["PUT /v1/load-balancers/{id}"]; n != 4 {
+		t.Errorf("%d load balancer updates since the restart, want 4: web-1's repair and one per load balancer for the joined node (stats %v)", n, stats.Requests)
+	}
+	for _, name := range names {
+		if ev, ok := h.findEvent(name, "EnsuringLoadBalancer"); !ok || ev.Count != 1 {
+			t.Errorf("%s: EnsuringLoadBalancer event %+v (found %v): want it once, the adopted load balancer is not ensured again", name, ev, ok)
+		}
+	}
+}
+
 // lbTargets are the sorted instance IDs of the targets of the one minicloud
 // load balancer of the Service with uid, or nil when there is not exactly one.
 func lbTargets(ctx context.Context, mc *minicloudtest.Cloud, uid string) []string {

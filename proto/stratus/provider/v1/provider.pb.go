@@ -107,6 +107,9 @@ const (
 	Extension_EXTENSION_INSTANCE_WATCHER        Extension = 2
 	Extension_EXTENSION_LOAD_BALANCER_LISTER    Extension = 3
 	Extension_EXTENSION_LOAD_BALANCER_VALIDATOR Extension = 4
+	// The listing carries backends digests (LoadBalancerRef.backends) and
+	// BackendsDigest answers; only with LOAD_BALANCER_LISTER.
+	Extension_EXTENSION_BACKENDS_DIGESTER Extension = 5
 )
 
 // Enum value maps for Extension.
@@ -117,6 +120,7 @@ var (
 		2: "EXTENSION_INSTANCE_WATCHER",
 		3: "EXTENSION_LOAD_BALANCER_LISTER",
 		4: "EXTENSION_LOAD_BALANCER_VALIDATOR",
+		5: "EXTENSION_BACKENDS_DIGESTER",
 	}
 	Extension_value = map[string]int32{
 		"EXTENSION_UNSPECIFIED":             0,
@@ -124,6 +128,7 @@ var (
 		"EXTENSION_INSTANCE_WATCHER":        2,
 		"EXTENSION_LOAD_BALANCER_LISTER":    3,
 		"EXTENSION_LOAD_BALANCER_VALIDATOR": 4,
+		"EXTENSION_BACKENDS_DIGESTER":       5,
 	}
 )
 
@@ -223,7 +228,7 @@ func (x Error_Kind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use Error_Kind.Descriptor instead.
 func (Error_Kind) EnumDescriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{42, 0}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{43, 0}
 }
 
 // GetCapabilitiesRequest says which protocol versions the manager speaks.
@@ -1095,9 +1100,14 @@ type LoadBalancerNodesRequest struct {
 	ClusterName *string                `protobuf:"bytes,1,opt,name=cluster_name,json=clusterName,proto3,oneof" json:"cluster_name,omitempty"`
 	Service     []byte                 `protobuf:"bytes,2,opt,name=service,proto3" json:"service,omitempty"`
 	// Each a Kubernetes JSON encoded core/v1 Node.
-	Nodes         [][]byte `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Nodes [][]byte `protobuf:"bytes,3,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	// On EnsureLoadBalancer: the call's context carries
+	// stratus.WithLoadBalancerAbsent's mark (the Service had no load balancer
+	// as far as Kubernetes shows), which the plugin puts back on the context
+	// it calls its provider with.
+	LoadBalancerAbsent *bool `protobuf:"varint,4,opt,name=load_balancer_absent,json=loadBalancerAbsent,proto3,oneof" json:"load_balancer_absent,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *LoadBalancerNodesRequest) Reset() {
@@ -1149,6 +1159,13 @@ func (x *LoadBalancerNodesRequest) GetNodes() [][]byte {
 		return x.Nodes
 	}
 	return nil
+}
+
+func (x *LoadBalancerNodesRequest) GetLoadBalancerAbsent() bool {
+	if x != nil && x.LoadBalancerAbsent != nil {
+		return *x.LoadBalancerAbsent
+	}
+	return false
 }
 
 // GetLoadBalancerResponse answers GetLoadBalancer.
@@ -1435,6 +1452,61 @@ func (x *ValidateLoadBalancerResponse) GetReason() string {
 	return ""
 }
 
+// BackendsDigestResponse answers BackendsDigest.
+type BackendsDigestResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Required: false when the provider cannot tell without a cloud call.
+	Known *bool `protobuf:"varint,1,opt,name=known,proto3,oneof" json:"known,omitempty"`
+	// The digest, when known.
+	Digest        *string `protobuf:"bytes,2,opt,name=digest,proto3,oneof" json:"digest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackendsDigestResponse) Reset() {
+	*x = BackendsDigestResponse{}
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackendsDigestResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackendsDigestResponse) ProtoMessage() {}
+
+func (x *BackendsDigestResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackendsDigestResponse.ProtoReflect.Descriptor instead.
+func (*BackendsDigestResponse) Descriptor() ([]byte, []int) {
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *BackendsDigestResponse) GetKnown() bool {
+	if x != nil && x.Known != nil {
+		return *x.Known
+	}
+	return false
+}
+
+func (x *BackendsDigestResponse) GetDigest() string {
+	if x != nil && x.Digest != nil {
+		return *x.Digest
+	}
+	return ""
+}
+
 // ListLoadBalancersRequest asks for a cluster's load balancers.
 type ListLoadBalancersRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1445,7 +1517,7 @@ type ListLoadBalancersRequest struct {
 
 func (x *ListLoadBalancersRequest) Reset() {
 	*x = ListLoadBalancersRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[22]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1457,7 +1529,7 @@ func (x *ListLoadBalancersRequest) String() string {
 func (*ListLoadBalancersRequest) ProtoMessage() {}
 
 func (x *ListLoadBalancersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[22]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1470,7 +1542,7 @@ func (x *ListLoadBalancersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLoadBalancersRequest.ProtoReflect.Descriptor instead.
 func (*ListLoadBalancersRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{22}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListLoadBalancersRequest) GetClusterName() string {
@@ -1488,15 +1560,18 @@ type LoadBalancerRef struct {
 	ServiceName      *string                `protobuf:"bytes,3,opt,name=service_name,json=serviceName,proto3,oneof" json:"service_name,omitempty"`
 	ServiceUid       *string                `protobuf:"bytes,4,opt,name=service_uid,json=serviceUid,proto3,oneof" json:"service_uid,omitempty"`
 	// Kubernetes JSON encoding of core/v1 LoadBalancerStatus; unset for nil.
-	Status        []byte `protobuf:"bytes,5,opt,name=status,proto3,oneof" json:"status,omitempty"`
-	Provisioning  *bool  `protobuf:"varint,6,opt,name=provisioning,proto3,oneof" json:"provisioning,omitempty"`
+	Status       []byte `protobuf:"bytes,5,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	Provisioning *bool  `protobuf:"varint,6,opt,name=provisioning,proto3,oneof" json:"provisioning,omitempty"`
+	// stratus.LoadBalancerRef.Backends: the backends digest, when the
+	// plugin declares BACKENDS_DIGESTER.
+	Backends      *string `protobuf:"bytes,7,opt,name=backends,proto3,oneof" json:"backends,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *LoadBalancerRef) Reset() {
 	*x = LoadBalancerRef{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[23]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1508,7 +1583,7 @@ func (x *LoadBalancerRef) String() string {
 func (*LoadBalancerRef) ProtoMessage() {}
 
 func (x *LoadBalancerRef) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[23]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1521,7 +1596,7 @@ func (x *LoadBalancerRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LoadBalancerRef.ProtoReflect.Descriptor instead.
 func (*LoadBalancerRef) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{23}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *LoadBalancerRef) GetName() string {
@@ -1566,6 +1641,13 @@ func (x *LoadBalancerRef) GetProvisioning() bool {
 	return false
 }
 
+func (x *LoadBalancerRef) GetBackends() string {
+	if x != nil && x.Backends != nil {
+		return *x.Backends
+	}
+	return ""
+}
+
 // ListLoadBalancersResponse is one complete listing.
 type ListLoadBalancersResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1576,7 +1658,7 @@ type ListLoadBalancersResponse struct {
 
 func (x *ListLoadBalancersResponse) Reset() {
 	*x = ListLoadBalancersResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[24]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1588,7 +1670,7 @@ func (x *ListLoadBalancersResponse) String() string {
 func (*ListLoadBalancersResponse) ProtoMessage() {}
 
 func (x *ListLoadBalancersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[24]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1601,7 +1683,7 @@ func (x *ListLoadBalancersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListLoadBalancersResponse.ProtoReflect.Descriptor instead.
 func (*ListLoadBalancersResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{24}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ListLoadBalancersResponse) GetLoadBalancers() []*LoadBalancerRef {
@@ -1626,7 +1708,7 @@ type Route struct {
 
 func (x *Route) Reset() {
 	*x = Route{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[25]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1638,7 +1720,7 @@ func (x *Route) String() string {
 func (*Route) ProtoMessage() {}
 
 func (x *Route) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[25]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1651,7 +1733,7 @@ func (x *Route) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Route.ProtoReflect.Descriptor instead.
 func (*Route) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{25}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Route) GetName() string {
@@ -1706,7 +1788,7 @@ type ListRoutesRequest struct {
 
 func (x *ListRoutesRequest) Reset() {
 	*x = ListRoutesRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[26]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1718,7 +1800,7 @@ func (x *ListRoutesRequest) String() string {
 func (*ListRoutesRequest) ProtoMessage() {}
 
 func (x *ListRoutesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[26]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1731,7 +1813,7 @@ func (x *ListRoutesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutesRequest.ProtoReflect.Descriptor instead.
 func (*ListRoutesRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{26}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListRoutesRequest) GetClusterName() string {
@@ -1751,7 +1833,7 @@ type ListRoutesResponse struct {
 
 func (x *ListRoutesResponse) Reset() {
 	*x = ListRoutesResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[27]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1763,7 +1845,7 @@ func (x *ListRoutesResponse) String() string {
 func (*ListRoutesResponse) ProtoMessage() {}
 
 func (x *ListRoutesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[27]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1776,7 +1858,7 @@ func (x *ListRoutesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListRoutesResponse.ProtoReflect.Descriptor instead.
 func (*ListRoutesResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{27}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListRoutesResponse) GetRoutes() []*Route {
@@ -1799,7 +1881,7 @@ type CreateRouteRequest struct {
 
 func (x *CreateRouteRequest) Reset() {
 	*x = CreateRouteRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[28]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1893,7 @@ func (x *CreateRouteRequest) String() string {
 func (*CreateRouteRequest) ProtoMessage() {}
 
 func (x *CreateRouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[28]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1906,7 @@ func (x *CreateRouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRouteRequest.ProtoReflect.Descriptor instead.
 func (*CreateRouteRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{28}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CreateRouteRequest) GetClusterName() string {
@@ -1857,7 +1939,7 @@ type CreateRouteResponse struct {
 
 func (x *CreateRouteResponse) Reset() {
 	*x = CreateRouteResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[29]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1869,7 +1951,7 @@ func (x *CreateRouteResponse) String() string {
 func (*CreateRouteResponse) ProtoMessage() {}
 
 func (x *CreateRouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[29]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1882,7 +1964,7 @@ func (x *CreateRouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateRouteResponse.ProtoReflect.Descriptor instead.
 func (*CreateRouteResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{29}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{30}
 }
 
 // DeleteRouteRequest is Routes.DeleteRoute's arguments.
@@ -1897,7 +1979,7 @@ type DeleteRouteRequest struct {
 
 func (x *DeleteRouteRequest) Reset() {
 	*x = DeleteRouteRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[30]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1909,7 +1991,7 @@ func (x *DeleteRouteRequest) String() string {
 func (*DeleteRouteRequest) ProtoMessage() {}
 
 func (x *DeleteRouteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[30]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1922,7 +2004,7 @@ func (x *DeleteRouteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRouteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRouteRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{30}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *DeleteRouteRequest) GetClusterName() string {
@@ -1948,7 +2030,7 @@ type DeleteRouteResponse struct {
 
 func (x *DeleteRouteResponse) Reset() {
 	*x = DeleteRouteResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[31]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1960,7 +2042,7 @@ func (x *DeleteRouteResponse) String() string {
 func (*DeleteRouteResponse) ProtoMessage() {}
 
 func (x *DeleteRouteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[31]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1973,7 +2055,7 @@ func (x *DeleteRouteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRouteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteRouteResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{31}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{32}
 }
 
 // NodeNameRequest names a node by its name.
@@ -1987,7 +2069,7 @@ type NodeNameRequest struct {
 
 func (x *NodeNameRequest) Reset() {
 	*x = NodeNameRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[32]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1999,7 +2081,7 @@ func (x *NodeNameRequest) String() string {
 func (*NodeNameRequest) ProtoMessage() {}
 
 func (x *NodeNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[32]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2012,7 +2094,7 @@ func (x *NodeNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeNameRequest.ProtoReflect.Descriptor instead.
 func (*NodeNameRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{32}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *NodeNameRequest) GetNodeName() string {
@@ -2033,7 +2115,7 @@ type ProviderIDRequest struct {
 
 func (x *ProviderIDRequest) Reset() {
 	*x = ProviderIDRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[33]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2045,7 +2127,7 @@ func (x *ProviderIDRequest) String() string {
 func (*ProviderIDRequest) ProtoMessage() {}
 
 func (x *ProviderIDRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[33]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2058,7 +2140,7 @@ func (x *ProviderIDRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ProviderIDRequest.ProtoReflect.Descriptor instead.
 func (*ProviderIDRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{33}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ProviderIDRequest) GetProviderId() string {
@@ -2079,7 +2161,7 @@ type NodeAddressesResponse struct {
 
 func (x *NodeAddressesResponse) Reset() {
 	*x = NodeAddressesResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[34]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2173,7 @@ func (x *NodeAddressesResponse) String() string {
 func (*NodeAddressesResponse) ProtoMessage() {}
 
 func (x *NodeAddressesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[34]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2186,7 @@ func (x *NodeAddressesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeAddressesResponse.ProtoReflect.Descriptor instead.
 func (*NodeAddressesResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{34}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *NodeAddressesResponse) GetNodeAddresses() []*NodeAddress {
@@ -2125,7 +2207,7 @@ type InstanceIDResponse struct {
 
 func (x *InstanceIDResponse) Reset() {
 	*x = InstanceIDResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[35]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2137,7 +2219,7 @@ func (x *InstanceIDResponse) String() string {
 func (*InstanceIDResponse) ProtoMessage() {}
 
 func (x *InstanceIDResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[35]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2150,7 +2232,7 @@ func (x *InstanceIDResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceIDResponse.ProtoReflect.Descriptor instead.
 func (*InstanceIDResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{35}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *InstanceIDResponse) GetInstanceId() string {
@@ -2171,7 +2253,7 @@ type InstanceTypeResponse struct {
 
 func (x *InstanceTypeResponse) Reset() {
 	*x = InstanceTypeResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[36]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2265,7 @@ func (x *InstanceTypeResponse) String() string {
 func (*InstanceTypeResponse) ProtoMessage() {}
 
 func (x *InstanceTypeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[36]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2278,7 @@ func (x *InstanceTypeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceTypeResponse.ProtoReflect.Descriptor instead.
 func (*InstanceTypeResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{36}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *InstanceTypeResponse) GetInstanceType() string {
@@ -2217,7 +2299,7 @@ type CurrentNodeNameRequest struct {
 
 func (x *CurrentNodeNameRequest) Reset() {
 	*x = CurrentNodeNameRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[37]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2229,7 +2311,7 @@ func (x *CurrentNodeNameRequest) String() string {
 func (*CurrentNodeNameRequest) ProtoMessage() {}
 
 func (x *CurrentNodeNameRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[37]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2242,7 +2324,7 @@ func (x *CurrentNodeNameRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CurrentNodeNameRequest.ProtoReflect.Descriptor instead.
 func (*CurrentNodeNameRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{37}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *CurrentNodeNameRequest) GetHostname() string {
@@ -2263,7 +2345,7 @@ type CurrentNodeNameResponse struct {
 
 func (x *CurrentNodeNameResponse) Reset() {
 	*x = CurrentNodeNameResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[38]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2357,7 @@ func (x *CurrentNodeNameResponse) String() string {
 func (*CurrentNodeNameResponse) ProtoMessage() {}
 
 func (x *CurrentNodeNameResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[38]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +2370,7 @@ func (x *CurrentNodeNameResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CurrentNodeNameResponse.ProtoReflect.Descriptor instead.
 func (*CurrentNodeNameResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{38}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CurrentNodeNameResponse) GetNodeName() string {
@@ -2307,7 +2389,7 @@ type GetZoneRequest struct {
 
 func (x *GetZoneRequest) Reset() {
 	*x = GetZoneRequest{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[39]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2319,7 +2401,7 @@ func (x *GetZoneRequest) String() string {
 func (*GetZoneRequest) ProtoMessage() {}
 
 func (x *GetZoneRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[39]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2332,7 +2414,7 @@ func (x *GetZoneRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetZoneRequest.ProtoReflect.Descriptor instead.
 func (*GetZoneRequest) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{39}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{40}
 }
 
 // Zone is k8s.io/cloud-provider's Zone.
@@ -2348,7 +2430,7 @@ type Zone struct {
 
 func (x *Zone) Reset() {
 	*x = Zone{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[40]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2360,7 +2442,7 @@ func (x *Zone) String() string {
 func (*Zone) ProtoMessage() {}
 
 func (x *Zone) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[40]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2373,7 +2455,7 @@ func (x *Zone) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Zone.ProtoReflect.Descriptor instead.
 func (*Zone) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{40}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Zone) GetFailureDomain() string {
@@ -2401,7 +2483,7 @@ type ZoneResponse struct {
 
 func (x *ZoneResponse) Reset() {
 	*x = ZoneResponse{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[41]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2413,7 +2495,7 @@ func (x *ZoneResponse) String() string {
 func (*ZoneResponse) ProtoMessage() {}
 
 func (x *ZoneResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[41]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2426,7 +2508,7 @@ func (x *ZoneResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ZoneResponse.ProtoReflect.Descriptor instead.
 func (*ZoneResponse) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{41}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ZoneResponse) GetZone() *Zone {
@@ -2451,7 +2533,7 @@ type Error struct {
 
 func (x *Error) Reset() {
 	*x = Error{}
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[42]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2463,7 +2545,7 @@ func (x *Error) String() string {
 func (*Error) ProtoMessage() {}
 
 func (x *Error) ProtoReflect() protoreflect.Message {
-	mi := &file_stratus_provider_v1_provider_proto_msgTypes[42]
+	mi := &file_stratus_provider_v1_provider_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2476,7 +2558,7 @@ func (x *Error) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Error.ProtoReflect.Descriptor instead.
 func (*Error) Descriptor() ([]byte, []int) {
-	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{42}
+	return file_stratus_provider_v1_provider_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Error) GetKind() Error_Kind {
@@ -2586,12 +2668,14 @@ const file_stratus_provider_v1_provider_proto_rawDesc = "" +
 	"\x13LoadBalancerRequest\x12&\n" +
 	"\fcluster_name\x18\x01 \x01(\tH\x00R\vclusterName\x88\x01\x01\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\fR\aserviceB\x0f\n" +
-	"\r_cluster_name\"\x83\x01\n" +
+	"\r_cluster_name\"\xd3\x01\n" +
 	"\x18LoadBalancerNodesRequest\x12&\n" +
 	"\fcluster_name\x18\x01 \x01(\tH\x00R\vclusterName\x88\x01\x01\x12\x18\n" +
 	"\aservice\x18\x02 \x01(\fR\aservice\x12\x14\n" +
-	"\x05nodes\x18\x03 \x03(\fR\x05nodesB\x0f\n" +
-	"\r_cluster_name\"i\n" +
+	"\x05nodes\x18\x03 \x03(\fR\x05nodes\x125\n" +
+	"\x14load_balancer_absent\x18\x04 \x01(\bH\x01R\x12loadBalancerAbsent\x88\x01\x01B\x0f\n" +
+	"\r_cluster_nameB\x17\n" +
+	"\x15_load_balancer_absent\"i\n" +
 	"\x17GetLoadBalancerResponse\x12\x1b\n" +
 	"\x06exists\x18\x01 \x01(\bH\x00R\x06exists\x88\x01\x01\x12\x1b\n" +
 	"\x06status\x18\x02 \x01(\fH\x01R\x06status\x88\x01\x01B\t\n" +
@@ -2611,10 +2695,15 @@ const file_stratus_provider_v1_provider_proto_rawDesc = "" +
 	"\x06reason\x18\x03 \x01(\tH\x02R\x06reason\x88\x01\x01B\v\n" +
 	"\t_acceptedB\b\n" +
 	"\x06_fieldB\t\n" +
-	"\a_reason\"S\n" +
+	"\a_reason\"e\n" +
+	"\x16BackendsDigestResponse\x12\x19\n" +
+	"\x05known\x18\x01 \x01(\bH\x00R\x05known\x88\x01\x01\x12\x1b\n" +
+	"\x06digest\x18\x02 \x01(\tH\x01R\x06digest\x88\x01\x01B\b\n" +
+	"\x06_knownB\t\n" +
+	"\a_digest\"S\n" +
 	"\x18ListLoadBalancersRequest\x12&\n" +
 	"\fcluster_name\x18\x01 \x01(\tH\x00R\vclusterName\x88\x01\x01B\x0f\n" +
-	"\r_cluster_name\"\xcc\x02\n" +
+	"\r_cluster_name\"\xfa\x02\n" +
 	"\x0fLoadBalancerRef\x12\x17\n" +
 	"\x04name\x18\x01 \x01(\tH\x00R\x04name\x88\x01\x01\x120\n" +
 	"\x11service_namespace\x18\x02 \x01(\tH\x01R\x10serviceNamespace\x88\x01\x01\x12&\n" +
@@ -2622,13 +2711,15 @@ const file_stratus_provider_v1_provider_proto_rawDesc = "" +
 	"\vservice_uid\x18\x04 \x01(\tH\x03R\n" +
 	"serviceUid\x88\x01\x01\x12\x1b\n" +
 	"\x06status\x18\x05 \x01(\fH\x04R\x06status\x88\x01\x01\x12'\n" +
-	"\fprovisioning\x18\x06 \x01(\bH\x05R\fprovisioning\x88\x01\x01B\a\n" +
+	"\fprovisioning\x18\x06 \x01(\bH\x05R\fprovisioning\x88\x01\x01\x12\x1f\n" +
+	"\bbackends\x18\a \x01(\tH\x06R\bbackends\x88\x01\x01B\a\n" +
 	"\x05_nameB\x14\n" +
 	"\x12_service_namespaceB\x0f\n" +
 	"\r_service_nameB\x0e\n" +
 	"\f_service_uidB\t\n" +
 	"\a_statusB\x0f\n" +
-	"\r_provisioning\"h\n" +
+	"\r_provisioningB\v\n" +
+	"\t_backends\"h\n" +
 	"\x19ListLoadBalancersResponse\x12K\n" +
 	"\x0eload_balancers\x18\x01 \x03(\v2$.stratus.provider.v1.LoadBalancerRefR\rloadBalancers\"\xfe\x02\n" +
 	"\x05Route\x12\x17\n" +
@@ -2719,13 +2810,14 @@ const file_stratus_provider_v1_provider_proto_rawDesc = "" +
 	"\x17INTERFACE_LOAD_BALANCER\x10\x02\x12\x14\n" +
 	"\x10INTERFACE_ROUTES\x10\x03\x12\x17\n" +
 	"\x13INTERFACE_INSTANCES\x10\x04\x12\x13\n" +
-	"\x0fINTERFACE_ZONES\x10\x05*\xb0\x01\n" +
+	"\x0fINTERFACE_ZONES\x10\x05*\xd1\x01\n" +
 	"\tExtension\x12\x19\n" +
 	"\x15EXTENSION_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19EXTENSION_INSTANCE_LISTER\x10\x01\x12\x1e\n" +
 	"\x1aEXTENSION_INSTANCE_WATCHER\x10\x02\x12\"\n" +
 	"\x1eEXTENSION_LOAD_BALANCER_LISTER\x10\x03\x12%\n" +
-	"!EXTENSION_LOAD_BALANCER_VALIDATOR\x10\x042\xb4\x16\n" +
+	"!EXTENSION_LOAD_BALANCER_VALIDATOR\x10\x04\x12\x1f\n" +
+	"\x1bEXTENSION_BACKENDS_DIGESTER\x10\x052\xa2\x17\n" +
 	"\bProvider\x12a\n" +
 	"\x0fGetCapabilities\x12+.stratus.provider.v1.GetCapabilitiesRequest\x1a!.stratus.provider.v1.Capabilities\x12c\n" +
 	"\x0eInstanceExists\x12$.stratus.provider.v1.InstanceRequest\x1a+.stratus.provider.v1.InstanceExistsResponse\x12g\n" +
@@ -2739,7 +2831,8 @@ const file_stratus_provider_v1_provider_proto_rawDesc = "" +
 	"\x12UpdateLoadBalancer\x12-.stratus.provider.v1.LoadBalancerNodesRequest\x1a/.stratus.provider.v1.UpdateLoadBalancerResponse\x12}\n" +
 	"\x19EnsureLoadBalancerDeleted\x12(.stratus.provider.v1.LoadBalancerRequest\x1a6.stratus.provider.v1.EnsureLoadBalancerDeletedResponse\x12r\n" +
 	"\x11ListLoadBalancers\x12-.stratus.provider.v1.ListLoadBalancersRequest\x1a..stratus.provider.v1.ListLoadBalancersResponse\x12s\n" +
-	"\x14ValidateLoadBalancer\x12(.stratus.provider.v1.LoadBalancerRequest\x1a1.stratus.provider.v1.ValidateLoadBalancerResponse\x12]\n" +
+	"\x14ValidateLoadBalancer\x12(.stratus.provider.v1.LoadBalancerRequest\x1a1.stratus.provider.v1.ValidateLoadBalancerResponse\x12l\n" +
+	"\x0eBackendsDigest\x12-.stratus.provider.v1.LoadBalancerNodesRequest\x1a+.stratus.provider.v1.BackendsDigestResponse\x12]\n" +
 	"\n" +
 	"ListRoutes\x12&.stratus.provider.v1.ListRoutesRequest\x1a'.stratus.provider.v1.ListRoutesResponse\x12`\n" +
 	"\vCreateRoute\x12'.stratus.provider.v1.CreateRouteRequest\x1a(.stratus.provider.v1.CreateRouteResponse\x12`\n" +
@@ -2770,7 +2863,7 @@ func file_stratus_provider_v1_provider_proto_rawDescGZIP() []byte {
 }
 
 var file_stratus_provider_v1_provider_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_stratus_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_stratus_provider_v1_provider_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_stratus_provider_v1_provider_proto_goTypes = []any{
 	(Interface)(0),                            // 0: stratus.provider.v1.Interface
 	(Extension)(0),                            // 1: stratus.provider.v1.Extension
@@ -2797,49 +2890,50 @@ var file_stratus_provider_v1_provider_proto_goTypes = []any{
 	(*UpdateLoadBalancerResponse)(nil),        // 22: stratus.provider.v1.UpdateLoadBalancerResponse
 	(*EnsureLoadBalancerDeletedResponse)(nil), // 23: stratus.provider.v1.EnsureLoadBalancerDeletedResponse
 	(*ValidateLoadBalancerResponse)(nil),      // 24: stratus.provider.v1.ValidateLoadBalancerResponse
-	(*ListLoadBalancersRequest)(nil),          // 25: stratus.provider.v1.ListLoadBalancersRequest
-	(*LoadBalancerRef)(nil),                   // 26: stratus.provider.v1.LoadBalancerRef
-	(*ListLoadBalancersResponse)(nil),         // 27: stratus.provider.v1.ListLoadBalancersResponse
-	(*Route)(nil),                             // 28: stratus.provider.v1.Route
-	(*ListRoutesRequest)(nil),                 // 29: stratus.provider.v1.ListRoutesRequest
-	(*ListRoutesResponse)(nil),                // 30: stratus.provider.v1.ListRoutesResponse
-	(*CreateRouteRequest)(nil),                // 31: stratus.provider.v1.CreateRouteRequest
-	(*CreateRouteResponse)(nil),               // 32: stratus.provider.v1.CreateRouteResponse
-	(*DeleteRouteRequest)(nil),                // 33: stratus.provider.v1.DeleteRouteRequest
-	(*DeleteRouteResponse)(nil),               // 34: stratus.provider.v1.DeleteRouteResponse
-	(*NodeNameRequest)(nil),                   // 35: stratus.provider.v1.NodeNameRequest
-	(*ProviderIDRequest)(nil),                 // 36: stratus.provider.v1.ProviderIDRequest
-	(*NodeAddressesResponse)(nil),             // 37: stratus.provider.v1.NodeAddressesResponse
-	(*InstanceIDResponse)(nil),                // 38: stratus.provider.v1.InstanceIDResponse
-	(*InstanceTypeResponse)(nil),              // 39: stratus.provider.v1.InstanceTypeResponse
-	(*CurrentNodeNameRequest)(nil),            // 40: stratus.provider.v1.CurrentNodeNameRequest
-	(*CurrentNodeNameResponse)(nil),           // 41: stratus.provider.v1.CurrentNodeNameResponse
-	(*GetZoneRequest)(nil),                    // 42: stratus.provider.v1.GetZoneRequest
-	(*Zone)(nil),                              // 43: stratus.provider.v1.Zone
-	(*ZoneResponse)(nil),                      // 44: stratus.provider.v1.ZoneResponse
-	(*Error)(nil),                             // 45: stratus.provider.v1.Error
-	nil,                                       // 46: stratus.provider.v1.InstanceMetadata.AdditionalLabelsEntry
-	(*durationpb.Duration)(nil),               // 47: google.protobuf.Duration
+	(*BackendsDigestResponse)(nil),            // 25: stratus.provider.v1.BackendsDigestResponse
+	(*ListLoadBalancersRequest)(nil),          // 26: stratus.provider.v1.ListLoadBalancersRequest
+	(*LoadBalancerRef)(nil),                   // 27: stratus.provider.v1.LoadBalancerRef
+	(*ListLoadBalancersResponse)(nil),         // 28: stratus.provider.v1.ListLoadBalancersResponse
+	(*Route)(nil),                             // 29: stratus.provider.v1.Route
+	(*ListRoutesRequest)(nil),                 // 30: stratus.provider.v1.ListRoutesRequest
+	(*ListRoutesResponse)(nil),                // 31: stratus.provider.v1.ListRoutesResponse
+	(*CreateRouteRequest)(nil),                // 32: stratus.provider.v1.CreateRouteRequest
+	(*CreateRouteResponse)(nil),               // 33: stratus.provider.v1.CreateRouteResponse
+	(*DeleteRouteRequest)(nil),                // 34: stratus.provider.v1.DeleteRouteRequest
+	(*DeleteRouteResponse)(nil),               // 35: stratus.provider.v1.DeleteRouteResponse
+	(*NodeNameRequest)(nil),                   // 36: stratus.provider.v1.NodeNameRequest
+	(*ProviderIDRequest)(nil),                 // 37: stratus.provider.v1.ProviderIDRequest
+	(*NodeAddressesResponse)(nil),             // 38: stratus.provider.v1.NodeAddressesResponse
+	(*InstanceIDResponse)(nil),                // 39: stratus.provider.v1.InstanceIDResponse
+	(*InstanceTypeResponse)(nil),              // 40: stratus.provider.v1.InstanceTypeResponse
+	(*CurrentNodeNameRequest)(nil),            // 41: stratus.provider.v1.CurrentNodeNameRequest
+	(*CurrentNodeNameResponse)(nil),           // 42: stratus.provider.v1.CurrentNodeNameResponse
+	(*GetZoneRequest)(nil),                    // 43: stratus.provider.v1.GetZoneRequest
+	(*Zone)(nil),                              // 44: stratus.provider.v1.Zone
+	(*ZoneResponse)(nil),                      // 45: stratus.provider.v1.ZoneResponse
+	(*Error)(nil),                             // 46: stratus.provider.v1.Error
+	nil,                                       // 47: stratus.provider.v1.InstanceMetadata.AdditionalLabelsEntry
+	(*durationpb.Duration)(nil),               // 48: google.protobuf.Duration
 }
 var file_stratus_provider_v1_provider_proto_depIdxs = []int32{
 	0,  // 0: stratus.provider.v1.Capabilities.interfaces:type_name -> stratus.provider.v1.Interface
 	1,  // 1: stratus.provider.v1.Capabilities.extensions:type_name -> stratus.provider.v1.Extension
 	4,  // 2: stratus.provider.v1.Capabilities.load_balancer_capabilities:type_name -> stratus.provider.v1.LoadBalancerCapabilities
 	9,  // 3: stratus.provider.v1.InstanceMetadata.node_addresses:type_name -> stratus.provider.v1.NodeAddress
-	46, // 4: stratus.provider.v1.InstanceMetadata.additional_labels:type_name -> stratus.provider.v1.InstanceMetadata.AdditionalLabelsEntry
+	47, // 4: stratus.provider.v1.InstanceMetadata.additional_labels:type_name -> stratus.provider.v1.InstanceMetadata.AdditionalLabelsEntry
 	10, // 5: stratus.provider.v1.InstanceMetadataResponse.metadata:type_name -> stratus.provider.v1.InstanceMetadata
 	10, // 6: stratus.provider.v1.Instance.metadata:type_name -> stratus.provider.v1.InstanceMetadata
-	45, // 7: stratus.provider.v1.Instance.metadata_error:type_name -> stratus.provider.v1.Error
+	46, // 7: stratus.provider.v1.Instance.metadata_error:type_name -> stratus.provider.v1.Error
 	13, // 8: stratus.provider.v1.ListInstancesResponse.instances:type_name -> stratus.provider.v1.Instance
-	26, // 9: stratus.provider.v1.ListLoadBalancersResponse.load_balancers:type_name -> stratus.provider.v1.LoadBalancerRef
+	27, // 9: stratus.provider.v1.ListLoadBalancersResponse.load_balancers:type_name -> stratus.provider.v1.LoadBalancerRef
 	9,  // 10: stratus.provider.v1.Route.target_node_addresses:type_name -> stratus.provider.v1.NodeAddress
-	28, // 11: stratus.provider.v1.ListRoutesResponse.routes:type_name -> stratus.provider.v1.Route
-	28, // 12: stratus.provider.v1.CreateRouteRequest.route:type_name -> stratus.provider.v1.Route
-	28, // 13: stratus.provider.v1.DeleteRouteRequest.route:type_name -> stratus.provider.v1.Route
+	29, // 11: stratus.provider.v1.ListRoutesResponse.routes:type_name -> stratus.provider.v1.Route
+	29, // 12: stratus.provider.v1.CreateRouteRequest.route:type_name -> stratus.provider.v1.Route
+	29, // 13: stratus.provider.v1.DeleteRouteRequest.route:type_name -> stratus.provider.v1.Route
 	9,  // 14: stratus.provider.v1.NodeAddressesResponse.node_addresses:type_name -> stratus.provider.v1.NodeAddress
-	43, // 15: stratus.provider.v1.ZoneResponse.zone:type_name -> stratus.provider.v1.Zone
+	44, // 15: stratus.provider.v1.ZoneResponse.zone:type_name -> stratus.provider.v1.Zone
 	2,  // 16: stratus.provider.v1.Error.kind:type_name -> stratus.provider.v1.Error.Kind
-	47, // 17: stratus.provider.v1.Error.retry_after:type_name -> google.protobuf.Duration
+	48, // 17: stratus.provider.v1.Error.retry_after:type_name -> google.protobuf.Duration
 	3,  // 18: stratus.provider.v1.Provider.GetCapabilities:input_type -> stratus.provider.v1.GetCapabilitiesRequest
 	6,  // 19: stratus.provider.v1.Provider.InstanceExists:input_type -> stratus.provider.v1.InstanceRequest
 	6,  // 20: stratus.provider.v1.Provider.InstanceShutdown:input_type -> stratus.provider.v1.InstanceRequest
@@ -2851,51 +2945,53 @@ var file_stratus_provider_v1_provider_proto_depIdxs = []int32{
 	18, // 26: stratus.provider.v1.Provider.EnsureLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerNodesRequest
 	18, // 27: stratus.provider.v1.Provider.UpdateLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerNodesRequest
 	17, // 28: stratus.provider.v1.Provider.EnsureLoadBalancerDeleted:input_type -> stratus.provider.v1.LoadBalancerRequest
-	25, // 29: stratus.provider.v1.Provider.ListLoadBalancers:input_type -> stratus.provider.v1.ListLoadBalancersRequest
+	26, // 29: stratus.provider.v1.Provider.ListLoadBalancers:input_type -> stratus.provider.v1.ListLoadBalancersRequest
 	17, // 30: stratus.provider.v1.Provider.ValidateLoadBalancer:input_type -> stratus.provider.v1.LoadBalancerRequest
-	29, // 31: stratus.provider.v1.Provider.ListRoutes:input_type -> stratus.provider.v1.ListRoutesRequest
-	31, // 32: stratus.provider.v1.Provider.CreateRoute:input_type -> stratus.provider.v1.CreateRouteRequest
-	33, // 33: stratus.provider.v1.Provider.DeleteRoute:input_type -> stratus.provider.v1.DeleteRouteRequest
-	35, // 34: stratus.provider.v1.Provider.NodeAddresses:input_type -> stratus.provider.v1.NodeNameRequest
-	36, // 35: stratus.provider.v1.Provider.NodeAddressesByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
-	35, // 36: stratus.provider.v1.Provider.InstanceID:input_type -> stratus.provider.v1.NodeNameRequest
-	35, // 37: stratus.provider.v1.Provider.InstanceType:input_type -> stratus.provider.v1.NodeNameRequest
-	36, // 38: stratus.provider.v1.Provider.InstanceTypeByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
-	40, // 39: stratus.provider.v1.Provider.CurrentNodeName:input_type -> stratus.provider.v1.CurrentNodeNameRequest
-	36, // 40: stratus.provider.v1.Provider.InstanceExistsByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
-	36, // 41: stratus.provider.v1.Provider.InstanceShutdownByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
-	42, // 42: stratus.provider.v1.Provider.GetZone:input_type -> stratus.provider.v1.GetZoneRequest
-	36, // 43: stratus.provider.v1.Provider.GetZoneByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
-	35, // 44: stratus.provider.v1.Provider.GetZoneByNodeName:input_type -> stratus.provider.v1.NodeNameRequest
-	5,  // 45: stratus.provider.v1.Provider.GetCapabilities:output_type -> stratus.provider.v1.Capabilities
-	7,  // 46: stratus.provider.v1.Provider.InstanceExists:output_type -> stratus.provider.v1.InstanceExistsResponse
-	8,  // 47: stratus.provider.v1.Provider.InstanceShutdown:output_type -> stratus.provider.v1.InstanceShutdownResponse
-	11, // 48: stratus.provider.v1.Provider.InstanceMetadata:output_type -> stratus.provider.v1.InstanceMetadataResponse
-	14, // 49: stratus.provider.v1.Provider.ListInstances:output_type -> stratus.provider.v1.ListInstancesResponse
-	16, // 50: stratus.provider.v1.Provider.WatchInstances:output_type -> stratus.provider.v1.InstancesChanged
-	19, // 51: stratus.provider.v1.Provider.GetLoadBalancer:output_type -> stratus.provider.v1.GetLoadBalancerResponse
-	20, // 52: stratus.provider.v1.Provider.GetLoadBalancerName:output_type -> stratus.provider.v1.GetLoadBalancerNameResponse
-	21, // 53: stratus.provider.v1.Provider.EnsureLoadBalancer:output_type -> stratus.provider.v1.EnsureLoadBalancerResponse
-	22, // 54: stratus.provider.v1.Provider.UpdateLoadBalancer:output_type -> stratus.provider.v1.UpdateLoadBalancerResponse
-	23, // 55: stratus.provider.v1.Provider.EnsureLoadBalancerDeleted:output_type -> stratus.provider.v1.EnsureLoadBalancerDeletedResponse
-	27, // 56: stratus.provider.v1.Provider.ListLoadBalancers:output_type -> stratus.provider.v1.ListLoadBalancersResponse
-	24, // 57: stratus.provider.v1.Provider.ValidateLoadBalancer:output_type -> stratus.provider.v1.ValidateLoadBalancerResponse
-	30, // 58: stratus.provider.v1.Provider.ListRoutes:output_type -> stratus.provider.v1.ListRoutesResponse
-	32, // 59: stratus.provider.v1.Provider.CreateRoute:output_type -> stratus.provider.v1.CreateRouteResponse
-	34, // 60: stratus.provider.v1.Provider.DeleteRoute:output_type -> stratus.provider.v1.DeleteRouteResponse
-	37, // 61: stratus.provider.v1.Provider.NodeAddresses:output_type -> stratus.provider.v1.NodeAddressesResponse
-	37, // 62: stratus.provider.v1.Provider.NodeAddressesByProviderID:output_type -> stratus.provider.v1.NodeAddressesResponse
-	38, // 63: stratus.provider.v1.Provider.InstanceID:output_type -> stratus.provider.v1.InstanceIDResponse
-	39, // 64: stratus.provider.v1.Provider.InstanceType:output_type -> stratus.provider.v1.InstanceTypeResponse
-	39, // 65: stratus.provider.v1.Provider.InstanceTypeByProviderID:output_type -> stratus.provider.v1.InstanceTypeResponse
-	41, // 66: stratus.provider.v1.Provider.CurrentNodeName:output_type -> stratus.provider.v1.CurrentNodeNameResponse
-	7,  // 67: stratus.provider.v1.Provider.InstanceExistsByProviderID:output_type -> stratus.provider.v1.InstanceExistsResponse
-	8,  // 68: stratus.provider.v1.Provider.InstanceShutdownByProviderID:output_type -> stratus.provider.v1.InstanceShutdownResponse
-	44, // 69: stratus.provider.v1.Provider.GetZone:output_type -> stratus.provider.v1.ZoneResponse
-	44, // 70: stratus.provider.v1.Provider.GetZoneByProviderID:output_type -> stratus.provider.v1.ZoneResponse
-	44, // 71: stratus.provider.v1.Provider.GetZoneByNodeName:output_type -> stratus.provider.v1.ZoneResponse
-	45, // [45:72] is the sub-list for method output_type
-	18, // [18:45] is the sub-list for method input_type
+	18, // 31: stratus.provider.v1.Provider.BackendsDigest:input_type -> stratus.provider.v1.LoadBalancerNodesRequest
+	30, // 32: stratus.provider.v1.Provider.ListRoutes:input_type -> stratus.provider.v1.ListRoutesRequest
+	32, // 33: stratus.provider.v1.Provider.CreateRoute:input_type -> stratus.provider.v1.CreateRouteRequest
+	34, // 34: stratus.provider.v1.Provider.DeleteRoute:input_type -> stratus.provider.v1.DeleteRouteRequest
+	36, // 35: stratus.provider.v1.Provider.NodeAddresses:input_type -> stratus.provider.v1.NodeNameRequest
+	37, // 36: stratus.provider.v1.Provider.NodeAddressesByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	36, // 37: stratus.provider.v1.Provider.InstanceID:input_type -> stratus.provider.v1.NodeNameRequest
+	36, // 38: stratus.provider.v1.Provider.InstanceType:input_type -> stratus.provider.v1.NodeNameRequest
+	37, // 39: stratus.provider.v1.Provider.InstanceTypeByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	41, // 40: stratus.provider.v1.Provider.CurrentNodeName:input_type -> stratus.provider.v1.CurrentNodeNameRequest
+	37, // 41: stratus.provider.v1.Provider.InstanceExistsByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	37, // 42: stratus.provider.v1.Provider.InstanceShutdownByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	43, // 43: stratus.provider.v1.Provider.GetZone:input_type -> stratus.provider.v1.GetZoneRequest
+	37, // 44: stratus.provider.v1.Provider.GetZoneByProviderID:input_type -> stratus.provider.v1.ProviderIDRequest
+	36, // 45: stratus.provider.v1.Provider.GetZoneByNodeName:input_type -> stratus.provider.v1.NodeNameRequest
+	5,  // 46: stratus.provider.v1.Provider.GetCapabilities:output_type -> stratus.provider.v1.Capabilities
+	7,  // 47: stratus.provider.v1.Provider.InstanceExists:output_type -> stratus.provider.v1.InstanceExistsResponse
+	8,  // 48: stratus.provider.v1.Provider.InstanceShutdown:output_type -> stratus.provider.v1.InstanceShutdownResponse
+	11, // 49: stratus.provider.v1.Provider.InstanceMetadata:output_type -> stratus.provider.v1.InstanceMetadataResponse
+	14, // 50: stratus.provider.v1.Provider.ListInstances:output_type -> stratus.provider.v1.ListInstancesResponse
+	16, // 51: stratus.provider.v1.Provider.WatchInstances:output_type -> stratus.provider.v1.InstancesChanged
+	19, // 52: stratus.provider.v1.Provider.GetLoadBalancer:output_type -> stratus.provider.v1.GetLoadBalancerResponse
+	20, // 53: stratus.provider.v1.Provider.GetLoadBalancerName:output_type -> stratus.provider.v1.GetLoadBalancerNameResponse
+	21, // 54: stratus.provider.v1.Provider.EnsureLoadBalancer:output_type -> stratus.provider.v1.EnsureLoadBalancerResponse
+	22, // 55: stratus.provider.v1.Provider.UpdateLoadBalancer:output_type -> stratus.provider.v1.UpdateLoadBalancerResponse
+	23, // 56: stratus.provider.v1.Provider.EnsureLoadBalancerDeleted:output_type -> stratus.provider.v1.EnsureLoadBalancerDeletedResponse
+	28, // 57: stratus.provider.v1.Provider.ListLoadBalancers:output_type -> stratus.provider.v1.ListLoadBalancersResponse
+	24, // 58: stratus.provider.v1.Provider.ValidateLoadBalancer:output_type -> stratus.provider.v1.ValidateLoadBalancerResponse
+	25, // 59: stratus.provider.v1.Provider.BackendsDigest:output_type -> stratus.provider.v1.BackendsDigestResponse
+	31, // 60: stratus.provider.v1.Provider.ListRoutes:output_type -> stratus.provider.v1.ListRoutesResponse
+	33, // 61: stratus.provider.v1.Provider.CreateRoute:output_type -> stratus.provider.v1.CreateRouteResponse
+	35, // 62: stratus.provider.v1.Provider.DeleteRoute:output_type -> stratus.provider.v1.DeleteRouteResponse
+	38, // 63: stratus.provider.v1.Provider.NodeAddresses:output_type -> stratus.provider.v1.NodeAddressesResponse
+	38, // 64: stratus.provider.v1.Provider.NodeAddressesByProviderID:output_type -> stratus.provider.v1.NodeAddressesResponse
+	39, // 65: stratus.provider.v1.Provider.InstanceID:output_type -> stratus.provider.v1.InstanceIDResponse
+	40, // 66: stratus.provider.v1.Provider.InstanceType:output_type -> stratus.provider.v1.InstanceTypeResponse
+	40, // 67: stratus.provider.v1.Provider.InstanceTypeByProviderID:output_type -> stratus.provider.v1.InstanceTypeResponse
+	42, // 68: stratus.provider.v1.Provider.CurrentNodeName:output_type -> stratus.provider.v1.CurrentNodeNameResponse
+	7,  // 69: stratus.provider.v1.Provider.InstanceExistsByProviderID:output_type -> stratus.provider.v1.InstanceExistsResponse
+	8,  // 70: stratus.provider.v1.Provider.InstanceShutdownByProviderID:output_type -> stratus.provider.v1.InstanceShutdownResponse
+	45, // 71: stratus.provider.v1.Provider.GetZone:output_type -> stratus.provider.v1.ZoneResponse
+	45, // 72: stratus.provider.v1.Provider.GetZoneByProviderID:output_type -> stratus.provider.v1.ZoneResponse
+	45, // 73: stratus.provider.v1.Provider.GetZoneByNodeName:output_type -> stratus.provider.v1.ZoneResponse
+	46, // [46:74] is the sub-list for method output_type
+	18, // [18:46] is the sub-list for method input_type
 	18, // [18:18] is the sub-list for extension type_name
 	18, // [18:18] is the sub-list for extension extendee
 	0,  // [0:18] is the sub-list for field type_name
@@ -2921,25 +3017,26 @@ func file_stratus_provider_v1_provider_proto_init() {
 	file_stratus_provider_v1_provider_proto_msgTypes[21].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[22].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[23].OneofWrappers = []any{}
-	file_stratus_provider_v1_provider_proto_msgTypes[25].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[24].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[26].OneofWrappers = []any{}
-	file_stratus_provider_v1_provider_proto_msgTypes[28].OneofWrappers = []any{}
-	file_stratus_provider_v1_provider_proto_msgTypes[30].OneofWrappers = []any{}
-	file_stratus_provider_v1_provider_proto_msgTypes[32].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[27].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[29].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[31].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[33].OneofWrappers = []any{}
-	file_stratus_provider_v1_provider_proto_msgTypes[35].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[34].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[36].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[37].OneofWrappers = []any{}
 	file_stratus_provider_v1_provider_proto_msgTypes[38].OneofWrappers = []any{}
-	file_stratus_provider_v1_provider_proto_msgTypes[40].OneofWrappers = []any{}
-	file_stratus_provider_v1_provider_proto_msgTypes[42].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[39].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[41].OneofWrappers = []any{}
+	file_stratus_provider_v1_provider_proto_msgTypes[43].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stratus_provider_v1_provider_proto_rawDesc), len(file_stratus_provider_v1_provider_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,6 +48,7 @@ const (
 	Provider_EnsureLoadBalancerDeleted_FullMethodName    = "/stratus.provider.v1.Provider/EnsureLoadBalancerDeleted"
 	Provider_ListLoadBalancers_FullMethodName            = "/stratus.provider.v1.Provider/ListLoadBalancers"
 	Provider_ValidateLoadBalancer_FullMethodName         = "/stratus.provider.v1.Provider/ValidateLoadBalancer"
+	Provider_BackendsDigest_FullMethodName               = "/stratus.provider.v1.Provider/BackendsDigest"
 	Provider_ListRoutes_FullMethodName                   = "/stratus.provider.v1.Provider/ListRoutes"
 	Provider_CreateRoute_FullMethodName                  = "/stratus.provider.v1.Provider/CreateRoute"
 	Provider_DeleteRoute_FullMethodName                  = "/stratus.provider.v1.Provider/DeleteRoute"
@@ -101,6 +102,10 @@ type ProviderClient interface {
 	// the provider's dry run. A refusal is a reply; an error status means the
 	// dry run could not tell.
 	ValidateLoadBalancer(ctx context.Context, in *LoadBalancerRequest, opts ...grpc.CallOption) (*ValidateLoadBalancerResponse, error)
+	// BackendsDigest is stratus.BackendsDigester.BackendsDigest: no cloud
+	// call, the digest a listing would carry for the Service's load balancer
+	// serving the nodes.
+	BackendsDigest(ctx context.Context, in *LoadBalancerNodesRequest, opts ...grpc.CallOption) (*BackendsDigestResponse, error)
 	// ListRoutes is Routes.ListRoutes.
 	ListRoutes(ctx context.Context, in *ListRoutesRequest, opts ...grpc.CallOption) (*ListRoutesResponse, error)
 	// CreateRoute is Routes.CreateRoute.
@@ -272,6 +277,16 @@ func (c *providerClient) ValidateLoadBalancer(ctx context.Context, in *LoadBalan
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(ValidateLoadBalancerResponse)
 	err := c.cc.Invoke(ctx, Provider_ValidateLoadBalancer_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *providerClient) BackendsDigest(ctx context.Context, in *LoadBalancerNodesRequest, opts ...grpc.CallOption) (*BackendsDigestResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackendsDigestResponse)
+	err := c.cc.Invoke(ctx, Provider_BackendsDigest_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -455,6 +470,10 @@ type ProviderServer interface {
 	// the provider's dry run. A refusal is a reply; an error status means the
 	// dry run could not tell.
 	ValidateLoadBalancer(context.Context, *LoadBalancerRequest) (*ValidateLoadBalancerResponse, error)
+	// BackendsDigest is stratus.BackendsDigester.BackendsDigest: no cloud
+	// call, the digest a listing would carry for the Service's load balancer
+	// serving the nodes.
+	BackendsDigest(context.Context, *LoadBalancerNodesRequest) (*BackendsDigestResponse, error)
 	// ListRoutes is Routes.ListRoutes.
 	ListRoutes(context.Context, *ListRoutesRequest) (*ListRoutesResponse, error)
 	// CreateRoute is Routes.CreateRoute.
@@ -531,6 +550,9 @@ func (UnimplementedProviderServer) ListLoadBalancers(context.Context, *ListLoadB
 }
 func (UnimplementedProviderServer) ValidateLoadBalancer(context.Context, *LoadBalancerRequest) (*ValidateLoadBalancerResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ValidateLoadBalancer not implemented")
+}
+func (UnimplementedProviderServer) BackendsDigest(context.Context, *LoadBalancerNodesRequest) (*BackendsDigestResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method BackendsDigest not implemented")
 }
 func (UnimplementedProviderServer) ListRoutes(context.Context, *ListRoutesRequest) (*ListRoutesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListRoutes not implemented")
@@ -818,6 +840,24 @@ func _Provider_ValidateLoadBalancer_Handler(srv interface{}, ctx context.Context
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(ProviderServer).ValidateLoadBalancer(ctx, req.(*LoadBalancerRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Provider_BackendsDigest_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LoadBalancerNodesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProviderServer).BackendsDigest(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Provider_BackendsDigest_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProviderServer).BackendsDigest(ctx, req.(*LoadBalancerNodesRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -1128,6 +1168,10 @@ var Provider_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ValidateLoadBalancer",
 			Handler:    _Provider_ValidateLoadBalancer_Handler,
+		},
+		{
+			MethodName: "BackendsDigest",
+			Handler:    _Provider_BackendsDigest_Handler,
 		},
 		{
 			MethodName: "ListRoutes",
