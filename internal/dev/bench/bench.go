@@ -262,7 +262,8 @@ type Result struct {
 	Range map[string]map[string][2]float64 `json:"range,omitempty"`
 	// HeapProfiles are, per manager, the summary of its heap profile at the
 	// scenario's peak (`go tool pprof -top` by in-use bytes), when one was
-	// taken (Options.HeapProfileDir).
+	// taken (Options.HeapProfileDir); for the scale ladder, of its CPU
+	// profile over each rung's window and its heap profile after it.
 	HeapProfiles map[string]string `json:"heapProfiles,omitempty"`
 }
 

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"flag"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,17 +113,33 @@ func TestQuickRunsEveryScenario(t *testing.T) {
 			if len(s.Upstream) == 0 || len(s.Stratus) == 0 {
 				t.Errorf("%s: missing metrics: upstream %v, stratus %v", s.Name, s.Upstream, s.Stratus)
 			}
-			// Only the memory scenario takes heap profiles, of both managers.
+			// The memory scenario takes heap profiles of both managers, the
+			// scale ladder a CPU and a heap profile per rung; no other
+			// scenario takes any.
 			for _, m := range []manager{upstream, stratusCCM} {
 				top, ok := s.HeapProfiles[string(m)]
-				if want := name == "memory"; ok != want {
-					t.Errorf("%s: %s heap profile taken: %v, want %v", name, m, ok, want)
+				if want := name == "memory" || name == "scale-ladder"; ok != want {
+					t.Errorf("%s: %s profiles taken: %v, want %v", name, m, ok, want)
 				}
 				if ok && !strings.Contains(top, "inuse_space") {
 					t.Errorf("%s: %s heap profile summary is not by in-use space:\n%s", name, m, top)
 				}
-				if _, err := os.Stat(filepath.Join(profiles, name+"-"+string(m)+".heap.pb.gz")); (err == nil) != ok {
-					t.Errorf("%s: %s heap profile file: %v, summary %v", name, m, err, ok)
+				files := []string{name + "-" + string(m) + ".heap.pb.gz"}
+				if name == "scale-ladder" {
+					files = nil
+					for _, rung := range sizes.LadderRungs {
+						for _, kind := range []string{"cpu", "heap"} {
+							files = append(files, fmt.Sprintf("%s-%s-nodes%05d.%s.pb.gz", name, m, rung, kind))
+						}
+					}
+					if ok && (!strings.Contains(top, "nodes=00006 CPU over the window") || !strings.Contains(top, "Type: cpu")) {
+						t.Errorf("%s: %s summary lacks the last rung's CPU profile:\n%s", name, m, top)
+					}
+				}
+				for _, f := range files {
+					if _, err := os.Stat(filepath.Join(profiles, f)); (err == nil) != ok {
+						t.Errorf("%s: %s profile file %s: %v, summary %v", name, m, f, err, ok)
+					}
 				}
 			}
 			out := filepath.Join(t.TempDir(), "results", "latest.json")

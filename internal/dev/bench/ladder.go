@@ -23,8 +23,15 @@ const ladderServiceShare = 5
 // A rung that fails (say, one that does not settle within the run's bound)
 // ends the ladder with an error and the metrics of the rungs before it,
 // which the report keeps.
+//
+// With --heap-profile, each rung also takes the manager's CPU profile over
+// its window and its heap profile after it (files
+// scale-ladder-<manager>-nodes<N>.{cpu,heap}.pb.gz); the report gets their
+// summaries. The CPU profile costs the manager a little CPU of its own in
+// the window it measures.
 var ladderScenario = scenario{
-	name: "scale-ladder",
+	name:        "scale-ladder",
+	heapProfile: true,
 	params: func(s Sizes) map[string]any {
 		return map[string]any{"nodes": formatRungs(s.LadderRungs), "servicesPerNode": "1/" + strconv.Itoa(ladderServiceShare), "window": s.LadderWindow.String()}
 	},
@@ -53,7 +60,22 @@ var ladderScenario = scenario{
 			if err != nil {
 				return m, fmt.Errorf("at %d nodes: %w", rung, err)
 			}
+			profile := fmt.Sprintf("%s-nodes%05d", e.profileName, rung)
+			var cpuTop string
+			cpuErr := make(chan error, 1)
+			if e.profiler != nil {
+				go func() {
+					var err error
+					cpuTop, err = e.profiler.cpu(ctx, profile, s.LadderWindow)
+					cpuErr <- err
+				}()
+			} else {
+				cpuErr <- nil
+			}
 			if _, err := e.heartbeat(ctx, nodeNames("ladder", 0, nodes), min(heartbeatPeriod, s.LadderWindow), s.LadderWindow); err != nil {
+				return m, fmt.Errorf("at %d nodes: %w", rung, err)
+			}
+			if err := <-cpuErr; err != nil {
 				return m, fmt.Errorf("at %d nodes: %w", rung, err)
 			}
 			cpu1, err := e.cpuSeconds()
@@ -63,6 +85,14 @@ var ladderScenario = scenario{
 			rss, err := e.peakRSS()
 			if err != nil {
 				return m, fmt.Errorf("at %d nodes: %w", rung, err)
+			}
+			// After the RSS: serving the profile allocates in the manager.
+			if e.profiler != nil {
+				heap, err := e.profiler.heap(ctx, profile)
+				if err != nil {
+					return m, fmt.Errorf("at %d nodes: %w", rung, err)
+				}
+				e.heapTop += fmt.Sprintf("nodes=%05d CPU over the window (cumulative):\n%s\n\nnodes=%05d heap after the window (in use):\n%s\n\n", rung, cpuTop, rung, heap)
 			}
 			total, _, err := e.managerStats(ctx)
 			if err != nil {

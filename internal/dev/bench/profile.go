@@ -27,10 +27,10 @@ import (
 // the harness read a manager's /debug/pprof/.
 const profilerName = "stratus-bench-profiler"
 
-// heapTopNodes is how many functions a heap profile's summary lists.
+// heapTopNodes is how many functions a profile's summary lists.
 const heapTopNodes = 15
 
-// profiler reads the heap profile of the manager under test from its
+// profiler reads the heap and CPU profiles of the manager under test from its
 // secure port (both managers serve net/http/pprof there with --profiling,
 // their default), with a token allowed to get /debug/pprof/*.
 type profiler struct {
@@ -94,13 +94,35 @@ func freePort() (int, error) {
 // what is live), writes it to <out>/<name>.heap.pb.gz and returns the
 // summary: the functions holding the most in-use memory.
 func (p *profiler) heap(ctx context.Context, name string) (string, error) {
+	path, err := p.fetch(ctx, "heap?gc=1", name+".heap.pb.gz", time.Minute)
+	if err != nil {
+		return "", fmt.Errorf("heap profile of %s: %w", name, err)
+	}
+	return heapTop(ctx, path)
+}
+
+// cpu samples the manager's CPU for d (net/http/pprof's profile), writes
+// the profile to <out>/<name>.cpu.pb.gz and returns the summary: the
+// functions that took the most CPU, with their callees.
+func (p *profiler) cpu(ctx context.Context, name string, d time.Duration) (string, error) {
+	secs := max(1, int(d.Seconds()))
+	path, err := p.fetch(ctx, "profile?seconds="+strconv.Itoa(secs), name+".cpu.pb.gz", d+time.Minute)
+	if err != nil {
+		return "", fmt.Errorf("CPU profile of %s: %w", name, err)
+	}
+	return pprofTop(ctx, path, "-cum")
+}
+
+// fetch GETs /debug/pprof/<query> from the manager, trying until bound
+// passes (the manager may be slow to answer while it is busy), and writes
+// the answer to <out>/<file>.
+func (p *profiler) fetch(ctx context.Context, query, file string, bound time.Duration) (string, error) {
 	// The manager's certificate is self-signed for localhost; the harness
 	// talks to its own child on loopback.
-	client := &http.Client{Timeout: 2 * time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	url := fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/heap?gc=1", p.port)
+	client := &http.Client{Timeout: bound, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	url := fmt.Sprintf("https://127.0.0.1:%d/debug/pprof/%s", p.port, query)
 	var data []byte
-	// The manager may be slow to answer while it is busy: try for a minute.
-	fctx, cancel := context.WithTimeout(ctx, time.Minute)
+	fctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	var last error
 	for data == nil {
@@ -117,7 +139,7 @@ func (p *profiler) heap(ctx context.Context, name string) (string, error) {
 			case rerr != nil:
 				err = rerr
 			case resp.StatusCode != http.StatusOK:
-				err = fmt.Errorf("GET /debug/pprof/heap: %s: %.200s", resp.Status, body)
+				err = fmt.Errorf("GET /debug/pprof/%s: %s: %.200s", query, resp.Status, body)
 			default:
 				data = body
 				continue
@@ -126,24 +148,30 @@ func (p *profiler) heap(ctx context.Context, name string) (string, error) {
 		last = err
 		select {
 		case <-fctx.Done():
-			return "", fmt.Errorf("heap profile of %s: %w", name, last)
+			return "", last
 		case <-time.After(time.Second):
 		}
 	}
 	if err := os.MkdirAll(p.out, 0o755); err != nil {
-		return "", fmt.Errorf("heap profile folder: %w", err)
+		return "", fmt.Errorf("profile folder: %w", err)
 	}
-	path := filepath.Join(p.out, name+".heap.pb.gz")
+	path := filepath.Join(p.out, file)
 	if err := os.WriteFile(path, data, 0o644); err != nil {
-		return "", fmt.Errorf("write heap profile: %w", err)
+		return "", fmt.Errorf("write profile: %w", err)
 	}
-	return heapTop(ctx, path)
+	return path, nil
 }
 
 // heapTop is `go tool pprof -top` of the heap profile at path by in-use
 // bytes, without the lines that name the file.
 func heapTop(ctx context.Context, path string) (string, error) {
-	cmd := exec.CommandContext(ctx, "go", "tool", "pprof", "-top", "-sample_index=inuse_space", "-nodecount="+strconv.Itoa(heapTopNodes), path)
+	return pprofTop(ctx, path, "-sample_index=inuse_space")
+}
+
+// pprofTop is `go tool pprof -top` of the profile at path with the extra
+// arguments, without the lines that name the file.
+func pprofTop(ctx context.Context, path string, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, "go", append(append([]string{"tool", "pprof", "-top"}, args...), "-nodecount="+strconv.Itoa(heapTopNodes), path)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -132,7 +132,7 @@ Numbers are from one run on this machine; nothing is asserted. See docs/benchmar
 	f.IntVar(&opts.Repeats, "repeats", 1, "runs of each short scenario (node-init-burst, lb-burst, node-churn) per manager; the report has the median and the range")
 	f.IntVar(&opts.KubeAPIQPS, "kube-api-qps", 20, "--kube-api-qps of both managers")
 	f.IntVar(&opts.KubeAPIBurst, "kube-api-burst", 30, "--kube-api-burst of both managers")
-	f.StringVar(&opts.HeapProfileDir, "heap-profile", "", "take each manager's heap profile at the memory scenario's peak (through its /debug/pprof/, both managers then serve on 127.0.0.1) into this folder; the report gets the summary (needs the go command)")
+	f.StringVar(&opts.HeapProfileDir, "heap-profile", "", "take each manager's heap profile at the memory scenario's peak, and its CPU profile over each scale-ladder rung's window and heap profile after it (through its /debug/pprof/, both managers then serve on 127.0.0.1) into this folder; the report gets the summaries (needs the go command)")
 	f.DurationVar(&opts.Timeout, "timeout", 0, "bound of each scenario run per manager (default 15m)")
 	return cmd
 }
