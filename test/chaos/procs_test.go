@@ -139,6 +139,10 @@ type cloudFront struct {
 type cloudWrite struct {
 	at   time.Time
 	what string // method and path
+	// query is the request's query parameter names (sorted, comma
+	// separated): a lookup by name and a listing by tag are both GETs of
+	// the collection.
+	query string
 }
 
 func startCloudFront(t *testing.T, target string, replicas int, listing listingRule) *cloudFront {
@@ -181,7 +185,7 @@ func startCloudFront(t *testing.T, target string, replicas int, listing listingR
 			t.Fatal(err)
 		}
 		srv := &http.Server{ReadHeaderTimeout: 10 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-			call := cloudWrite{at: time.Now(), what: req.Method + " " + req.URL.Path}
+			call := cloudWrite{at: time.Now(), what: req.Method + " " + req.URL.Path, query: strings.Join(slices.Sorted(maps.Keys(req.URL.Query())), ",")}
 			f.mu.Lock()
 			if req.Method != http.MethodGet && req.Method != http.MethodHead {
 				f.writes[i] = append(f.writes[i], call)
@@ -228,7 +232,7 @@ func (f *cloudFront) callRates(origin, from, to time.Time, period time.Duration)
 		if kinds[i] == nil {
 			kinds[i] = map[string]int{}
 		}
-		kinds[i][callKind(c.what)]++
+		kinds[i][callKind(c.what, c.query)]++
 		totals[i]++
 	}
 	out := make([]string, n)
@@ -245,14 +249,21 @@ func (f *cloudFront) callRates(origin, from, to time.Time, period time.Duration)
 	return out
 }
 
-// callKind is a request's method and collection ("PUT /v1/load-balancers").
-func callKind(what string) string {
+// callKind is a request's method, collection and what of it it names: one
+// item ("PUT /v1/load-balancers/{id}") or the collection with its query
+// parameters' names ("GET /v1/load-balancers?name", a lookup by name;
+// "GET /v1/load-balancers?page_size,tag,view", a listing).
+func callKind(what, query string) string {
 	method, path, _ := strings.Cut(what, " ")
-	segs := strings.SplitN(strings.TrimPrefix(path, "/"), "/", 3)
-	if len(segs) > 2 {
-		segs = segs[:2]
+	segs := strings.SplitN(strings.TrimPrefix(path, "/"), "/", 4)
+	kind := method + " /" + strings.Join(segs[:min(2, len(segs))], "/")
+	switch {
+	case len(segs) > 2:
+		kind += "/{id}" + strings.Repeat("/…", len(segs)-3)
+	case query != "":
+		kind += "?" + query
 	}
-	return method + " /" + strings.Join(segs, "/")
+	return kind
 }
 
 func (f *cloudFront) setEmpty(on bool) {
@@ -557,4 +568,18 @@ func raiseOpenFiles() {
 	// Without CAP_SYS_RESOURCE the hard limit stays (Go has already raised
 	// the soft limit to it); the shared node ports need far fewer.
 	_ = syscall.Setrlimit(syscall.RLIMIT_NOFILE, &syscall.Rlimit{Cur: n, Max: n})
+}
+
+func TestCallKind(t *testing.T) {
+	for _, tc := range []struct{ what, query, want string }{
+		{"PUT /v1/load-balancers/lb-1", "", "PUT /v1/load-balancers/{id}"},
+		{"GET /v1/load-balancers", "name", "GET /v1/load-balancers?name"},
+		{"GET /v1/load-balancers", "page_size,tag,view", "GET /v1/load-balancers?page_size,tag,view"},
+		{"GET /v1/instances", "", "GET /v1/instances"},
+		{"POST /v1/load-balancers/lb-1/extra", "", "POST /v1/load-balancers/{id}/…"},
+	} {
+		if got := callKind(tc.what, tc.query); got != tc.want {
+			t.Errorf("callKind(%q, %q) = %q, want %q", tc.what, tc.query, got, tc.want)
+		}
+	}
 }
