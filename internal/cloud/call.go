@@ -53,6 +53,12 @@ func call[T any](ctx context.Context, p *Provider, method string, fn func(contex
 		release()
 		requestDuration.WithLabelValues(p.name, method).Observe(p.clock.Since(start).Seconds())
 		requestsTotal.WithLabelValues(p.name, method, outcome(err)).Inc()
+		if logger := log.FromContext(ctx).V(3); logger.Enabled() {
+			// Every call, with its caller's log values (a controller's
+			// object): --v=3 says what the budget was spent on.
+			logger.Info("Cloud call", "provider", p.name, "method", method, "priority", prio.String(),
+				"queued", start.Sub(queued), "took", p.clock.Since(start), "requests", max(1, requests.Load()), "error", errText(err))
+		}
 		if err == nil {
 			p.observeOutcome(nil)
 			return v, nil
@@ -133,4 +139,12 @@ func outcome(err error) string {
 	default:
 		return OutcomeError
 	}
+}
+
+// errText is err's message, "" for nil.
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }

@@ -88,6 +88,7 @@ var (
 	reportFlag = flag.String("chaos.report", "", "write the report table (markdown) to this file")
 	logsFlag   = flag.String("chaos.logs", "", "write every process's log into this directory")
 	budgetFlag = flag.Float64("chaos.budget-rate", 0, "each provider's request budget in calls per second (0: stratus's default), to see how the convergence scales with it")
+	managerV   = flag.Int("chaos.manager-v", 0, "the replicas' log verbosity (--v), to see in -chaos.logs what their controllers did")
 )
 
 var (
@@ -296,6 +297,9 @@ func runChaos(t *testing.T, p *provider) {
 		"--kube-api-qps=100",
 		"--kube-api-burst=200",
 		"--secure-port=0",
+	}
+	if *managerV > 0 {
+		args = append(args, fmt.Sprintf("--v=%d", *managerV))
 	}
 	apiURL, err := url.Parse(env.Config.Host)
 	if err != nil {
