@@ -87,7 +87,11 @@ func (r *Report) Markdown() string {
 	for _, s := range r.Scenarios {
 		for _, m := range []manager{upstream, stratusCCM} {
 			if top, ok := s.HeapProfiles[string(m)]; ok {
-				fmt.Fprintf(&b, "\n%s, %s: heap profile at the peak (in use, top %d):\n\n```\n%s\n```\n", s.Name, m, heapTopNodes, top)
+				what := "heap profile at the peak (in use"
+				if s.Name == ladderScenario.name {
+					what = "CPU profile over each rung's window and heap profile after it (cumulative CPU, in-use heap"
+				}
+				fmt.Fprintf(&b, "\n%s, %s: %s, top %d):\n\n```\n%s\n```\n", s.Name, m, what, heapTopNodes, top)
 			}
 		}
 	}
