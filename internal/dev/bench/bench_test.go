@@ -132,6 +132,11 @@ func TestQuickRunsEveryScenario(t *testing.T) {
 							files = append(files, fmt.Sprintf("%s-%s-nodes%05d.%s.pb.gz", name, m, rung, kind))
 						}
 					}
+					for _, part := range []string{"rssAnonMiB", "rssFileMiB"} {
+						if v := metricsOf(s, m)["nodes=00006 "+part]; v <= 0 {
+							t.Errorf("%s: %s nodes=00006 %s = %v, want the resident memory", name, m, part, v)
+						}
+					}
 					if ok && (!strings.Contains(top, "nodes=00006 CPU over the window") || !strings.Contains(top, "Type: cpu")) {
 						t.Errorf("%s: %s summary lacks the last rung's CPU profile:\n%s", name, m, top)
 					}
@@ -153,4 +158,12 @@ func TestQuickRunsEveryScenario(t *testing.T) {
 			t.Logf("results (one run, tiny sizes, not a measurement):\n%s", table)
 		})
 	}
+}
+
+// metricsOf is a scenario result's metrics of manager m.
+func metricsOf(s Result, m manager) Metrics {
+	if m == upstream {
+		return s.Upstream
+	}
+	return s.Stratus
 }

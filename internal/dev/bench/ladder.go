@@ -17,7 +17,8 @@ const ladderServiceShare = 5
 // node is initialized, every Service has ingress and the manager's API
 // requests have paused (waitQuiet, whose wait is reported), measures the
 // manager for LadderWindow while the kubelets report as they do (every 5
-// minutes): its peak RSS so far, its CPU seconds and cloud calls per hour, and its
+// minutes): its peak RSS so far (and its resident memory at the window's
+// end, anonymous and file-backed), its CPU seconds and cloud calls per hour, and its
 // Kubernetes API requests per hour, in total and by verb and resource, with
 // the watches client-go renewed in the window apart (kubeAPIMetrics).
 // A rung that fails (say, one that does not settle within the run's bound)
@@ -86,6 +87,10 @@ var ladderScenario = scenario{
 			if err != nil {
 				return m, fmt.Errorf("at %d nodes: %w", rung, err)
 			}
+			anon, file, err := e.rssParts()
+			if err != nil {
+				return m, fmt.Errorf("at %d nodes: %w", rung, err)
+			}
 			// After the RSS: serving the profile allocates in the manager.
 			if e.profiler != nil {
 				heap, err := e.profiler.heap(ctx, profile)
@@ -105,6 +110,8 @@ var ladderScenario = scenario{
 			}
 			prefix := fmt.Sprintf("nodes=%05d ", rung)
 			m[prefix+"peakRSSMiB"] = rss
+			m[prefix+"rssAnonMiB"] = anon
+			m[prefix+"rssFileMiB"] = file
 			m[prefix+"quietAfterIngressSeconds"] = quiet.Seconds()
 			m[prefix+"cpuSecondsPerHour"] = (cpu1 - cpu0) * perHour
 			m[prefix+"cloudCallsPerHour"] = float64(total) * perHour

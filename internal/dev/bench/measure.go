@@ -61,6 +61,36 @@ func (e *env) cpuSeconds() (float64, error) {
 const clockTicks = 100
 
 // peakRSS is the manager's peak resident set (VmHWM) in MiB.
+// rssParts reads the manager's resident memory now, in MiB: anonymous (its
+// heap, stacks and runtime) and file-backed (the pages of its binary it has
+// touched, which the kernel can drop and read again).
+func (e *env) rssParts() (anon, file float64, err error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", e.mgr.Process.Pid))
+	if err != nil {
+		return 0, 0, fmt.Errorf("read manager memory: %w", err)
+	}
+	found := 0
+	for line := range strings.Lines(string(b)) {
+		for _, f := range []struct {
+			key string
+			to  *float64
+		}{{"RssAnon:", &anon}, {"RssFile:", &file}} {
+			if rest, ok := strings.CutPrefix(line, f.key); ok {
+				kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+				if err != nil {
+					return 0, 0, fmt.Errorf("parse %s %q: %w", f.key, rest, err)
+				}
+				*f.to = kb / 1024
+				found++
+			}
+		}
+	}
+	if found != 2 {
+		return 0, 0, errors.New("RssAnon or RssFile not found in /proc status")
+	}
+	return anon, file, nil
+}
+
 func (e *env) peakRSS() (float64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", e.mgr.Process.Pid))
 	if err != nil {
