@@ -135,7 +135,8 @@ func (r *reconciler) recovered(ctx context.Context, p *cloud.Provider, ch cloud.
 		return nil
 	}
 	var nodes v1.NodeList
-	if err := r.client.List(ctx, &nodes); err != nil {
+	// Read only: the cache's own objects, not copies.
+	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		log.FromContext(ctx).Error(err, "List nodes to retry after the provider recovered", "provider", p.Name())
 		return nil
 	}

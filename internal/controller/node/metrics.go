@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	v1 "k8s.io/api/core/v1"
 	cloudproviderapi "k8s.io/cloud-provider/api"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/stratus-ccm/stratus/internal/controller/statemetrics"
@@ -53,7 +54,8 @@ func init() {
 // manager's cache, for stratus_nodes.
 func (r *reconciler) nodeEntries(ctx context.Context) ([]statemetrics.Entry, error) {
 	var nodes v1.NodeList
-	if err := r.client.List(ctx, &nodes); err != nil {
+	// Read only: the cache's own objects, not copies.
+	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	out := make([]statemetrics.Entry, 0, len(nodes.Items))

@@ -39,7 +39,9 @@ func (r *refresher) refresh(ctx context.Context) {
 	logger := log.FromContext(ctx)
 	start := time.Now()
 	var nodes v1.NodeList
-	if err := r.client.List(ctx, &nodes); err != nil {
+	// The cache's own objects, not copies: the pass only reads them, and its
+	// address patches go through patch.Apply, which copies.
+	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		logger.Error(err, "Address refresh: list nodes")
 		return
 	}

@@ -226,7 +226,9 @@ func (r *reconciler) sync(ctx context.Context) (changed bool, err error) {
 		return false, fmt.Errorf("list routes of cluster %s from provider %s: %w", r.opts.ClusterName, r.provider.Name(), err)
 	}
 	var nodes v1.NodeList
-	if err := r.client.List(ctx, &nodes); err != nil {
+	// The cache's own objects, not copies: the plan only reads them, and
+	// setNetworkUnavailable writes through patch.Apply, which copies.
+	if err := r.client.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return false, fmt.Errorf("list nodes: %w", err)
 	}
 	in := input{foreign: sets.New[string](), routes: routes, clusterCIDRs: r.opts.ClusterCIDRs}

@@ -7,6 +7,7 @@ import (
 	v1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/stratus-ccm/stratus/internal/controller/statemetrics"
@@ -102,7 +103,8 @@ func LoadBalancerState(svc *v1.Service) (string, metav1.Time) {
 // from the manager's cache, for stratus_service_load_balancers.
 func (c *Controller) loadBalancerEntries(ctx context.Context) ([]statemetrics.Entry, error) {
 	var list v1.ServiceList
-	if err := c.client.List(ctx, &list); err != nil {
+	// Read only: the cache's own objects, not copies.
+	if err := c.client.List(ctx, &list, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, err
 	}
 	var out []statemetrics.Entry
