@@ -827,6 +827,36 @@ func TestLoadBalancerAPI(t *testing.T) {
 	if status, _, body := raw(t, mc, "GET", "/v1/load-balancers?view=everything", "", nil); status != http.StatusBadRequest || !strings.Contains(string(body), "view must be") {
 		t.Errorf("unknown view: %d %s; want 400 naming the parameter", status, body)
 	}
+	// One load balancer's GET, and a create or an update, answer in the
+	// summary view too: the state, VIP, listeners and targets digest, no
+	// targets or health.
+	full, err := c.GetLoadBalancer(ctx, lb.ID)
+	if err != nil || len(full.Targets) != 2 || full.TargetsDigest != api.TargetsDigest(full.Targets, full.Listeners, full.BackendPools) {
+		t.Fatalf("GET: %+v, %v; want both targets and their digest", full, err)
+	}
+	brief, err := c.GetLoadBalancer(ctx, lb.ID, client.SummaryView())
+	if err != nil || brief.State != api.LBActive || brief.VIP != lb.VIP || len(brief.Listeners) != len(full.Listeners) ||
+		len(brief.Targets) != 0 || len(brief.TargetHealth) != 0 || brief.TargetsDigest != full.TargetsDigest {
+		t.Fatalf("GET in the summary view: %+v, %v; want no targets, the full view's digest", brief, err)
+	}
+	for _, method := range []string{"GET", "PUT"} {
+		if status, _, body := raw(t, mc, method, "/v1/load-balancers/"+lb.ID+"?view=everything", "", nil); status != http.StatusBadRequest || !strings.Contains(string(body), "view must be") {
+			t.Errorf("%s of one load balancer with an unknown view: %d %s; want 400 naming the parameter", method, status, body)
+		}
+	}
+	resent, err := c.UpdateLoadBalancer(ctx, lb.ID, api.LoadBalancerSpec{Tags: full.Tags, Listeners: full.Listeners, Targets: full.Targets,
+		HealthCheck: full.HealthCheck, SourceRanges: full.SourceRanges}, client.SummaryView())
+	if err != nil || resent.ID != lb.ID || len(resent.Targets) != 0 || len(resent.TargetHealth) != 0 || resent.TargetsDigest != full.TargetsDigest {
+		t.Fatalf("update in the summary view: %+v, %v", resent, err)
+	}
+	other, err := c.CreateLoadBalancer(ctx, api.LoadBalancerSpec{Name: "brief", Listeners: []api.Listener{{Protocol: "TCP", Port: 80, TargetPort: 30080}},
+		Targets: []api.Target{{InstanceID: inst.ID}}}, client.SummaryView())
+	if err != nil || other.VIP == "" || len(other.Targets) != 0 || len(other.TargetHealth) != 0 || other.TargetsDigest != api.TargetsDigest([]api.Target{{InstanceID: inst.ID}}, nil, nil) {
+		t.Fatalf("create in the summary view: %+v, %v", other, err)
+	}
+	if err := c.DeleteLoadBalancer(ctx, other.ID); err != nil {
+		t.Fatal(err)
+	}
 
 	updated, err := c.UpdateLoadBalancer(ctx, lb.ID, api.LoadBalancerSpec{
 		Tags:      map[string]string{"service": "default/web", "v": "2"},

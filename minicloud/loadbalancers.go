@@ -3,6 +3,7 @@ package minicloud
 import (
 	"net/http"
 	"net/netip"
+	"net/url"
 	"time"
 
 	"github.com/stratus-ccm/stratus/minicloud/api"
@@ -15,6 +16,12 @@ import (
 type lbRecord = api.LoadBalancer
 
 func (s *Server) createLB(r *http.Request) (int, any, error) {
+	// view=summary: the answer without targets and their health, as GET's.
+	summary, err := viewOfRequest(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	view := func(id string) (any, error) { return s.loadBalancerView(id, summary) }
 	spec, body, err := decodeRequest(r, func(v *api.LoadBalancerSpec) error { return validateLBSpec(v, true) })
 	if err != nil {
 		return 0, nil, err
@@ -51,16 +58,15 @@ func (s *Server) createLB(r *http.Request) (int, any, error) {
 		return 0, nil, err
 	}
 	if replayed {
-		return replay(id, res, s.loadBalancer)
+		return replay(id, res, view)
 	}
 	if s.cfg.LBProvisionDelay == 0 {
 		s.activate(id)
-		lb, err := s.loadBalancer(id)
-		if err == nil {
-			res = lb
-		}
 	} else {
 		s.scheduleActivation(id, s.cfg.LBProvisionDelay)
+	}
+	if lb, err := view(id); err == nil {
+		res = lb
 	}
 	return http.StatusCreated, res, nil
 }
@@ -117,26 +123,65 @@ func (s *Server) withHealth(res *resolver, lb *api.LoadBalancer) {
 	}
 }
 
-func (s *Server) loadBalancer(id string) (any, error) {
+func (s *Server) loadBalancer(id string) (any, error) { return s.loadBalancerView(id, false) }
+
+// loadBalancerView is load balancer id as GET answers it: with its targets
+// and their health, or in the summary view without them.
+func (s *Server) loadBalancerView(id string, summary bool) (any, error) {
 	var lb api.LoadBalancer
 	err := s.store.View(func(tx *store.Tx) error {
 		var err error
 		lb, err = store.Get[lbRecord](tx, store.LoadBalancers, id)
-		if err == nil {
-			lb.TargetsDigest = api.TargetsDigest(lb.Targets, lb.Listeners, lb.BackendPools)
-			s.withHealth(s.newResolver(tx), &lb)
+		if err != nil {
+			return err
 		}
-		return err
+		lb.TargetsDigest = api.TargetsDigest(lb.Targets, lb.Listeners, lb.BackendPools)
+		if summary {
+			summarize(&lb)
+			return nil
+		}
+		s.withHealth(s.newResolver(tx), &lb)
+		return nil
 	})
 	return lb, storeErr(err, "load balancer", id)
 }
+
+// summarize leaves out of lb what the summary view does not carry: its
+// targets (the listeners' too), backend pools and target health.
+func summarize(lb *api.LoadBalancer) {
+	lb.Targets, lb.BackendPools, lb.TargetHealth = nil, nil, nil
+	for j := range lb.Listeners {
+		lb.Listeners[j].Targets = nil
+	}
+}
+
+// viewOf reads a request's view parameter (full, the default, or summary)
+// and removes it from values.
+func viewOf(values url.Values) (summary bool, err error) {
+	vs, ok := values["view"]
+	if !ok {
+		return false, nil
+	}
+	if len(vs) != 1 || (vs[0] != api.ViewFull && vs[0] != api.ViewSummary) {
+		return false, errInvalid("view must be %q or %q", api.ViewFull, api.ViewSummary)
+	}
+	delete(values, "view")
+	return vs[0] == api.ViewSummary, nil
+}
+
+// viewOfRequest is viewOf of r's query.
+func viewOfRequest(r *http.Request) (bool, error) { return viewOf(r.URL.Query()) }
 
 func (s *Server) getLB(r *http.Request) (int, any, error) {
 	id, err := pathID(r, lbPrefix, "load balancer")
 	if err != nil {
 		return 0, nil, err
 	}
-	lb, err := s.loadBalancer(id)
+	summary, err := viewOfRequest(r)
+	if err != nil {
+		return 0, nil, err
+	}
+	lb, err := s.loadBalancerView(id, summary)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -148,13 +193,9 @@ func (s *Server) listLBs(r *http.Request) (int, any, error) {
 	// view=summary leaves out targets and their health: a listing of
 	// hundreds of load balancers with thousands of targets each is
 	// otherwise hundreds of megabytes, when the caller wants states.
-	summary := false
-	if vs, ok := values["view"]; ok {
-		if len(vs) != 1 || (vs[0] != api.ViewFull && vs[0] != api.ViewSummary) {
-			return 0, nil, errInvalid("view must be %q or %q", api.ViewFull, api.ViewSummary)
-		}
-		summary = vs[0] == api.ViewSummary
-		delete(values, "view")
+	summary, err := viewOf(values)
+	if err != nil {
+		return 0, nil, err
 	}
 	q, err := parseListQuery(values, lbPrefix, true)
 	if err != nil {
@@ -173,10 +214,7 @@ func (s *Server) listLBs(r *http.Request) (int, any, error) {
 		}
 		if summary {
 			for i := range items {
-				items[i].Targets, items[i].BackendPools = nil, nil
-				for j := range items[i].Listeners {
-					items[i].Listeners[j].Targets = nil
-				}
+				summarize(&items[i])
 			}
 			return nil
 		}
@@ -194,6 +232,10 @@ func (s *Server) listLBs(r *http.Request) (int, any, error) {
 
 func (s *Server) updateLB(r *http.Request) (int, any, error) {
 	id, err := pathID(r, lbPrefix, "load balancer")
+	if err != nil {
+		return 0, nil, err
+	}
+	summary, err := viewOfRequest(r)
 	if err != nil {
 		return 0, nil, err
 	}
@@ -224,7 +266,7 @@ func (s *Server) updateLB(r *http.Request) (int, any, error) {
 		return 0, nil, storeErr(err, "load balancer", id)
 	}
 	s.reconcileLB(id)
-	lb, err := s.loadBalancer(id)
+	lb, err := s.loadBalancerView(id, summary)
 	if err != nil {
 		return 0, nil, err
 	}

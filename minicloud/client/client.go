@@ -84,6 +84,18 @@ func WithIdempotencyKey(key string) CallOption {
 	return func(r *http.Request) { r.Header.Set("Idempotency-Key", key) }
 }
 
+// SummaryView asks a load balancer's GET, create or update to answer with
+// the summary view (view=summary): without its targets, backend pools and
+// target health. A caller that wants the state, VIP and listeners saves
+// decoding thousands of targets per answer.
+func SummaryView() CallOption {
+	return func(r *http.Request) {
+		q := r.URL.Query()
+		q.Set("view", api.ViewSummary)
+		r.URL.RawQuery = q.Encode()
+	}
+}
+
 // ListOptions filter and page a list call.
 type ListOptions struct {
 	// Name selects the resource with this name (instances, load balancers).
@@ -288,8 +300,8 @@ func (c *Client) ValidateLoadBalancer(ctx context.Context, spec api.LoadBalancer
 }
 
 // GetLoadBalancer returns one load balancer with its target health.
-func (c *Client) GetLoadBalancer(ctx context.Context, id string) (*api.LoadBalancer, error) {
-	return get[api.LoadBalancer](ctx, c, pathOf("/v1/load-balancers", id))
+func (c *Client) GetLoadBalancer(ctx context.Context, id string, opts ...CallOption) (*api.LoadBalancer, error) {
+	return send[api.LoadBalancer](ctx, c, http.MethodGet, pathOf("/v1/load-balancers", id), nil, opts...)
 }
 
 // ListLoadBalancersPage returns one page of load balancers.
@@ -304,8 +316,8 @@ func (c *Client) ListLoadBalancers(ctx context.Context, o ListOptions) ([]api.Lo
 
 // UpdateLoadBalancer replaces the listeners, targets, health check, source
 // ranges and tags of a load balancer (spec.Name must be empty or unchanged).
-func (c *Client) UpdateLoadBalancer(ctx context.Context, id string, spec api.LoadBalancerSpec) (*api.LoadBalancer, error) {
-	return send[api.LoadBalancer](ctx, c, http.MethodPut, pathOf("/v1/load-balancers", id), spec)
+func (c *Client) UpdateLoadBalancer(ctx context.Context, id string, spec api.LoadBalancerSpec, opts ...CallOption) (*api.LoadBalancer, error) {
+	return send[api.LoadBalancer](ctx, c, http.MethodPut, pathOf("/v1/load-balancers", id), spec, opts...)
 }
 
 // DeleteLoadBalancer deletes a load balancer and closes its listeners.
