@@ -134,8 +134,9 @@ type absentKey struct{}
 // as one for a Service that has had no load balancer as far as Kubernetes
 // shows: it lacked the finalizer service.kubernetes.io/load-balancer-cleanup,
 // which every manager adds before the first EnsureLoadBalancer of a Service
-// and removes only after its load balancer is deleted. In a burst of new
-// Services that is nearly every call.
+// and removes only after its load balancer is deleted; or it had the
+// finalizer but a recent listing of the provider's load balancers lacked
+// its load balancer. In a burst of new Services that is nearly every call.
 //
 // A provider may then create the load balancer without looking it up first,
 // and trust the answer of that create without reading it back. It must still

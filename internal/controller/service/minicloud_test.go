@@ -380,6 +380,57 @@ func TestMinicloudAdoptedBackendsCheckedByListing(t *testing.T) {
 	}
 }
 
+// A Service that carries our finalizer but has no load balancer (a leader
+// added the finalizer and lost its lease before creating it) is created
+// without a lookup when one listing shows its load balancer missing: one
+// create each, no lookup by name and no read-back.
+func TestMinicloudFinalizedWithoutLoadBalancerCreatedWithoutLookup(t *testing.T) {
+	ctx := context.Background()
+	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	clouds := cloud.Single(cloud.NewProvider(mcprovider.ProviderName, mcprovider.NewFromClient(mc.Client)))
+	ns := testenv.Get(t).Namespace(t)
+	inst, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: ns + "-n0", Type: "mc.small", Zone: "mc-central-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := []string{"web-0", "web-1", "web-2"}
+	// The node and the Services exist, these with the finalizer, before
+	// any manager runs.
+	cs := testenv.Get(t).Clientset(t)
+	node := &v1.Node{ObjectMeta: metav1.ObjectMeta{Name: inst.Name}, Spec: v1.NodeSpec{ProviderID: mcprovider.ProviderID(inst.ID)}}
+	if _, err := cs.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.CoreV1().Nodes().Delete(context.Background(), node.Name, metav1.DeleteOptions{}) })
+	for _, name := range names {
+		svc := lbService(name, func(s *v1.Service) { s.Finalizers = []string{Finalizer}; s.Spec.Ports[0].NodePort = 0 })
+		svc.Namespace = ns
+		if _, err := cs.CoreV1().Services(ns).Create(ctx, svc, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mc.Client.ResetStats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h, _ := startIn(t, ns, nil, clouds, Options{ClusterName: "mc-listed-absent-test", NodeUpdateWindow: 200 * time.Millisecond})
+	for _, name := range names {
+		h.waitCondition(name, ReasonReady, 30*time.Second)
+	}
+	stats, err := mc.Client.Stats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := stats.Requests["POST /v1/load-balancers"]; n != int64(len(names)) {
+		t.Errorf("%d creates, want %d (stats %v)", n, len(names), stats.Requests)
+	}
+	if n := stats.Requests["GET /v1/load-balancers/{id}"]; n != 0 {
+		t.Errorf("%d read-backs of a created load balancer, want none: the creates were not marked absent (stats %v)", n, stats.Requests)
+	}
+	if n := stats.Requests["GET /v1/load-balancers"]; n > 1 {
+		t.Errorf("%d lookups or listings of load balancers, want the one listing (stats %v)", n, stats.Requests)
+	}
+}
+
 // lbTargets are the sorted instance IDs of the targets of the one minicloud
 // load balancer of the Service with uid, or nil when there is not exactly one.
 func lbTargets(ctx context.Context, mc *minicloudtest.Cloud, uid string) []string {

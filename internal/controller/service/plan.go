@@ -204,6 +204,10 @@ type observation struct {
 	fp        string
 	adoptable bool
 	listing   listingAnswer
+	// listedAbsent: a recent listing lacks the load balancer of a Service
+	// seen for the first time with our finalizer (provisioningListings.absent);
+	// its Ensure is marked stratus.WithLoadBalancerAbsent.
+	listedAbsent bool
 	// pooled: the provider keeps backend pools (stratus.BackendPools);
 	// poolKeys: the keys of the pools the Service's load balancer targets
 	// with nodes ("" when it targets none).

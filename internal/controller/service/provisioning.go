@@ -60,31 +60,69 @@ func newProvisioningListings(freshness time.Duration, clk clock.PassiveClock) *p
 	return &provisioningListings{freshness: freshness, clock: clk, byProv: map[*cloud.Provider]*sharedListing{}}
 }
 
-// state returns what a listing taken at or after due says of uid's load
-// balancer, listing p when the last listing is older than due; but p is
-// listed at most once per freshness: until then the answer is lbWait with the
-// delay after which a new listing is possible.
-func (l *provisioningListings) state(ctx context.Context, p *cloud.Provider, clusterName string, uid types.UID, due time.Time) (lbState, *v1.LoadBalancerStatus, time.Duration) {
+// absentListingAge is how old a listing may be for its lack of a load
+// balancer to mark an Ensure absent. A listing older than a create this
+// process made since costs that create's Service one refused create (the
+// name is taken) before the usual lookup: no harm, one call.
+const absentListingAge = 10 * time.Second
+
+// shared is p's shared listing.
+func (l *provisioningListings) shared(p *cloud.Provider) *sharedListing {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	sl := l.byProv[p]
 	if sl == nil {
 		sl = &sharedListing{}
 		l.byProv[p] = sl
 	}
-	l.mu.Unlock()
+	return sl
+}
 
+// refresh lists p's load balancers into sl, whose lock the caller holds.
+func (l *provisioningListings) refresh(ctx context.Context, sl *sharedListing, p *cloud.Provider, clusterName string) {
+	refs, ok, err := p.ListLoadBalancers(cloud.WithPriority(ctx, cloud.PriorityLBWrite), clusterName)
+	sl.at, sl.ok = l.clock.Now(), ok && err == nil
+	sl.byUID = make(map[types.UID]stratus.LoadBalancerRef, len(refs))
+	for _, r := range refs {
+		sl.byUID[r.ServiceUID] = r
+	}
+}
+
+// absent reports whether a listing of p taken at most maxAge ago lacks
+// uid's load balancer, listing p when no listing is that recent (at most
+// once per freshness; within it, false). It is the hint behind
+// stratus.WithLoadBalancerAbsent for a Service that has our finalizer but
+// whose load balancer a listing has not seen, a new leader's typical
+// backlog after failovers: its provider may create without a lookup, and
+// takes the usual path when the create finds the name taken. Any doubt (no
+// listing, a failed one, a provider that does not list) is false.
+func (l *provisioningListings) absent(ctx context.Context, p *cloud.Provider, clusterName string, uid types.UID, maxAge time.Duration) bool {
+	sl := l.shared(p)
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if sl.at.IsZero() || l.clock.Since(sl.at) > maxAge {
+		if !sl.at.IsZero() && l.clock.Since(sl.at) < l.freshness {
+			return false
+		}
+		l.refresh(ctx, sl, p, clusterName)
+	}
+	_, found := sl.byUID[uid]
+	return sl.ok && !found
+}
+
+// state returns what a listing taken at or after due says of uid's load
+// balancer, listing p when the last listing is older than due; but p is
+// listed at most once per freshness: until then the answer is lbWait with the
+// delay after which a new listing is possible.
+func (l *provisioningListings) state(ctx context.Context, p *cloud.Provider, clusterName string, uid types.UID, due time.Time) (lbState, *v1.LoadBalancerStatus, time.Duration) {
+	sl := l.shared(p)
 	sl.mu.Lock()
 	defer sl.mu.Unlock()
 	if sl.at.IsZero() || sl.at.Before(due) {
 		if wait := l.freshness - l.clock.Since(sl.at); !sl.at.IsZero() && wait > 0 {
 			return lbWait, nil, wait
 		}
-		refs, ok, err := p.ListLoadBalancers(cloud.WithPriority(ctx, cloud.PriorityLBWrite), clusterName)
-		sl.at, sl.ok = l.clock.Now(), ok && err == nil
-		sl.byUID = make(map[types.UID]stratus.LoadBalancerRef, len(refs))
-		for _, r := range refs {
-			sl.byUID[r.ServiceUID] = r
-		}
+		l.refresh(ctx, sl, p, clusterName)
 	}
 	if !sl.ok {
 		return lbUnknown, nil, 0

@@ -107,7 +107,15 @@ func (c *Controller) observeEnsure(ctx context.Context, o *observation, firstSig
 	o.fp = fingerprint(o.provider.Name(), o.svc)
 	o.adoptable = adoptable(o.svc, o.fp)
 	st := o.ensureState()
-	if planEnsure(st, firstSight, o.adoptable, o.fp, o.set) == ensureAskListing {
+	step := planEnsure(st, firstSight, o.adoptable, o.fp, o.set)
+	if step == ensureCall && firstSight && controllerutil.ContainsFinalizer(o.svc, Finalizer) {
+		// Our finalizer says a manager meant to create the load balancer,
+		// not that it did: after failovers, a new leader finds many such
+		// Services. One shared listing that lacks it lets the provider
+		// create without looking it up first.
+		o.listedAbsent = c.provisioning.absent(ctx, o.provider, c.opts.ClusterName, o.svc.UID, absentListingAge)
+	}
+	if step == ensureAskListing {
 		// An Ensure of this very configuration answered "provisioning": a
 		// shared listing tells whether it is done, without another Ensure
 		// per Service.
@@ -204,7 +212,7 @@ func (c *Controller) apply(ctx context.Context, o *observation, plan []action) (
 		case actEnsure:
 			lb, _ := o.provider.LoadBalancer()
 			ectx := cloud.WithPriority(ctx, cloud.PriorityLBWrite)
-			if absent {
+			if absent || o.listedAbsent {
 				ectx = stratus.WithLoadBalancerAbsent(ectx)
 			}
 			if o.pooled {
