@@ -222,23 +222,8 @@ func TestMinicloudBackendsWithoutServiceWrites(t *testing.T) {
 	ns := testenv.Get(t).Namespace(t)
 	opts := Options{ClusterName: "mc-backends-test", NodeUpdateWindow: 200 * time.Millisecond}
 	h, stop := startIn(t, ns, nil, clouds, opts)
-	ids := map[int]string{}
-	addNode := func(i int) {
-		inst, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: h.nodeName(i), Type: "mc.small", Zone: "mc-central-a"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = inst.ID
-		h.createNodes(i, i+1, func(n *v1.Node) { n.Spec.ProviderID = mcprovider.ProviderID(inst.ID) })
-	}
-	want := func(idx ...int) []string {
-		var out []string
-		for _, i := range idx {
-			out = append(out, ids[i])
-		}
-		slices.Sort(out)
-		return out
-	}
+	nodes := &mcNodes{t: t, h: h, mc: mc, ids: map[int]string{}}
+	addNode, want := nodes.add, nodes.want
 	targets := func(uid string) []string { return lbTargets(ctx, mc, uid) }
 	addNode(0)
 	addNode(1)
@@ -299,23 +284,8 @@ func TestMinicloudAdoptedBackendsCheckedByListing(t *testing.T) {
 	ns := testenv.Get(t).Namespace(t)
 	opts := Options{ClusterName: "mc-adopt-list-test", NodeUpdateWindow: 200 * time.Millisecond}
 	h, stop := startIn(t, ns, nil, clouds, opts)
-	ids := map[int]string{}
-	addNode := func(i int) {
-		inst, err := mc.Client.CreateInstance(ctx, api.InstanceCreate{Name: h.nodeName(i), Type: "mc.small", Zone: "mc-central-a"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ids[i] = inst.ID
-		h.createNodes(i, i+1, func(n *v1.Node) { n.Spec.ProviderID = mcprovider.ProviderID(inst.ID) })
-	}
-	want := func(idx ...int) []string {
-		var out []string
-		for _, i := range idx {
-			out = append(out, ids[i])
-		}
-		slices.Sort(out)
-		return out
-	}
+	nodes := &mcNodes{t: t, h: h, mc: mc, ids: map[int]string{}}
+	addNode, want := nodes.add, nodes.want
 	addNode(0)
 	addNode(1)
 	names := []string{"web-0", "web-1", "web-2"}
@@ -349,7 +319,7 @@ func TestMinicloudAdoptedBackendsCheckedByListing(t *testing.T) {
 	lb := lbs[0]
 	spec := api.LoadBalancerSpec{Tags: lb.Tags, Listeners: lb.Listeners, HealthCheck: lb.HealthCheck, SourceRanges: lb.SourceRanges,
 		Algorithm: lb.Algorithm, IdleTimeoutSeconds: lb.IdleTimeoutSeconds, ProxyProtocol: lb.ProxyProtocol,
-		Targets: []api.Target{{InstanceID: ids[0]}}}
+		Targets: []api.Target{{InstanceID: nodes.ids[0]}}}
 	if _, err := mc.Client.UpdateLoadBalancer(ctx, lb.ID, spec); err != nil {
 		t.Fatal(err)
 	}
@@ -429,6 +399,35 @@ func TestMinicloudFinalizedWithoutLoadBalancerCreatedWithoutLookup(t *testing.T)
 	if n := stats.Requests["GET /v1/load-balancers"]; n > 1 {
 		t.Errorf("%d lookups or listings of load balancers, want the one listing (stats %v)", n, stats.Requests)
 	}
+}
+
+// mcNodes makes nodes backed by minicloud instances for a harness's tests:
+// add(i) creates node i's instance and Node, want(i...) is the sorted
+// instance IDs of nodes i.
+type mcNodes struct {
+	t   *testing.T
+	h   *harness
+	mc  *minicloudtest.Cloud
+	ids map[int]string
+}
+
+func (m *mcNodes) add(i int) {
+	m.t.Helper()
+	inst, err := m.mc.Client.CreateInstance(context.Background(), api.InstanceCreate{Name: m.h.nodeName(i), Type: "mc.small", Zone: "mc-central-a"})
+	if err != nil {
+		m.t.Fatal(err)
+	}
+	m.ids[i] = inst.ID
+	m.h.createNodes(i, i+1, func(n *v1.Node) { n.Spec.ProviderID = mcprovider.ProviderID(inst.ID) })
+}
+
+func (m *mcNodes) want(idx ...int) []string {
+	var out []string
+	for _, i := range idx {
+		out = append(out, m.ids[i])
+	}
+	slices.Sort(out)
+	return out
 }
 
 // lbTargets are the sorted instance IDs of the targets of the one minicloud
