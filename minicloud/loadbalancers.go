@@ -123,8 +123,6 @@ func (s *Server) withHealth(res *resolver, lb *api.LoadBalancer) {
 	}
 }
 
-func (s *Server) loadBalancer(id string) (any, error) { return s.loadBalancerView(id, false) }
-
 // loadBalancerView is load balancer id as GET answers it: with its targets
 // and their health, or in the summary view without them.
 func (s *Server) loadBalancerView(id string, summary bool) (any, error) {
