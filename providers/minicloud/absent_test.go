@@ -93,3 +93,48 @@ func TestUpdateKnownLoadBalancerWithoutLookup(t *testing.T) {
 		t.Errorf("update of a deleted load balancer = %v, want a \"does not exist\" error", err)
 	}
 }
+
+// EnsureLoadBalancer of a Service whose load balancer's ID the provider
+// knows sends the whole load balancer in one request, no lookup; when that
+// load balancer was deleted meanwhile (the ID answers 404), it looks the
+// name up and creates a new one.
+func TestEnsureKnownLoadBalancerWithoutLookup(t *testing.T) {
+	ctx := context.Background()
+	f := newLBFixture(t)
+	svc := f.service(8080)
+	f.ensure(t, cluster, svc, f.nodes)
+	before, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+	if err != nil || len(before) != 1 {
+		t.Fatalf("load balancers %+v (%v), want one", before, err)
+	}
+	if err := f.mc.Client.ResetStats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	svc.Spec.Ports[0].Port = 9090
+	if _, err := f.lb.EnsureLoadBalancer(ctx, cluster, svc, f.nodes); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.mc.Client.TokenStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Total != 1 || st.Requests["PUT /v1/load-balancers/{id}"] != 1 {
+		t.Errorf("requests %v, want exactly one update", st.Requests)
+	}
+	lbs, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+	if err != nil || len(lbs) != 1 || lbs[0].ID != before[0].ID {
+		t.Fatalf("load balancers %+v (%v), want %s alone", lbs, err, before[0].ID)
+	}
+	if ls := lbs[0].Listeners; len(ls) != 1 || ls[0].Port != 9090 || len(lbs[0].Targets) != 2 {
+		t.Errorf("load balancer %+v, want port 9090 and both targets", lbs[0])
+	}
+
+	if err := f.mc.Client.DeleteLoadBalancer(ctx, before[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	f.ensure(t, cluster, svc, f.nodes)
+	lbs, err = f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+	if err != nil || len(lbs) != 1 || lbs[0].ID == before[0].ID {
+		t.Fatalf("load balancers %+v (%v), want one new one", lbs, err)
+	}
+}

@@ -197,6 +197,16 @@ func (l *loadBalancers) EnsureLoadBalancer(ctx context.Context, clusterName stri
 			return nil, classify(fmt.Sprintf("%s: create %s", what, spec.Name), err)
 		}
 	}
+	// A load balancer whose ID a listing or an earlier call taught is
+	// updated without a lookup (a new leader's re-ensures of Services that
+	// changed while none led): the whole load balancer is sent, so an
+	// unchanged one costs one write instead of one read.
+	if lb, done, err := l.putKnown(ctx, clusterName, what, spec); done {
+		if err != nil {
+			return nil, err
+		}
+		return l.ensuredStatus(lb, svc)
+	}
 	lb, err := l.find(ctx, clusterName, svc)
 	if err != nil {
 		return nil, err
@@ -307,9 +317,7 @@ func (l *loadBalancers) UpdateLoadBalancer(ctx context.Context, clusterName stri
 // EnsureLoadBalancer would make it). done is false when the ID is unknown or
 // stale (404: deleted or replaced); then the caller looks it up.
 func (l *loadBalancers) updateKnown(ctx context.Context, clusterName string, svc *v1.Service, what string, want api.LoadBalancerSpec) (done bool, err error) {
-	name := LoadBalancerName(svc)
-	id, ok := l.ids.get(name, clusterName)
-	if !ok {
+	if _, ok := l.ids.get(LoadBalancerName(svc), clusterName); !ok {
 		return false, nil
 	}
 	spec, err := specOf(clusterName, svc)
@@ -318,19 +326,35 @@ func (l *loadBalancers) updateKnown(ctx context.Context, clusterName string, svc
 	}
 	l.probeKubeProxy(&spec, svc)
 	spec.BackendPools = want.BackendPools
-	err = l.send(ctx, what, want.Targets, func(targets []api.Target) error {
+	spec.Targets = want.Targets
+	_, done, err = l.putKnown(ctx, clusterName, what, spec)
+	return done, err
+}
+
+// putKnown sends spec, a whole load balancer, to the load balancer of its
+// name when this provider knows its ID in clusterName, and returns the
+// answer. done is false when the ID is unknown or stale (404: deleted or
+// replaced, and forgotten); then the caller looks it up.
+func (l *loadBalancers) putKnown(ctx context.Context, clusterName, what string, spec api.LoadBalancerSpec) (lb *api.LoadBalancer, done bool, err error) {
+	id, ok := l.ids.get(spec.Name, clusterName)
+	if !ok {
+		return nil, false, nil
+	}
+	err = l.send(ctx, what, spec.Targets, func(targets []api.Target) error {
 		spec.Targets = targets
-		lb, err := l.api.UpdateLoadBalancer(ctx, id, spec, client.SummaryView())
-		if err == nil {
-			l.ids.put(lb)
-		}
+		var err error
+		lb, err = l.api.UpdateLoadBalancer(ctx, id, spec, client.SummaryView())
 		return err
 	})
 	if client.IsNotFound(err) {
-		l.ids.forget(name)
-		return false, nil
+		l.ids.forget(spec.Name)
+		return nil, false, nil
 	}
-	return true, classify(fmt.Sprintf("%s: update %s", what, id), err)
+	if err != nil {
+		return nil, true, classify(fmt.Sprintf("%s: update %s", what, id), err)
+	}
+	l.ids.put(lb)
+	return lb, true, nil
 }
 
 // EnsureLoadBalancerDeleted deletes the Service's load balancer; one that
