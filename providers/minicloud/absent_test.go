@@ -138,3 +138,48 @@ func TestEnsureKnownLoadBalancerWithoutLookup(t *testing.T) {
 		t.Fatalf("load balancers %+v (%v), want one new one", lbs, err)
 	}
 }
+
+// EnsureLoadBalancerDeleted of a load balancer whose ID the provider knows
+// deletes it in one request, no lookup; when that ID answers 404 (deleted
+// meanwhile) it looks the name up, finds nothing, and succeeds.
+func TestEnsureDeletedKnownLoadBalancerWithoutLookup(t *testing.T) {
+	ctx := context.Background()
+	f := newLBFixture(t)
+	svc := f.service(8080)
+	f.ensure(t, cluster, svc, f.nodes)
+	if err := f.mc.Client.ResetStats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.lb.EnsureLoadBalancerDeleted(ctx, cluster, svc); err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.mc.Client.TokenStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Total != 1 || st.Requests["DELETE /v1/load-balancers/{id}"] != 1 {
+		t.Errorf("requests %v, want exactly one delete", st.Requests)
+	}
+	if lbs, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{}); err != nil || len(lbs) != 0 {
+		t.Fatalf("load balancers %+v (%v), want none", lbs, err)
+	}
+
+	// Known, then deleted behind the provider's back.
+	f.ensure(t, cluster, svc, f.nodes)
+	lbs, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
+	if err != nil || len(lbs) != 1 {
+		t.Fatalf("load balancers %+v (%v), want one", lbs, err)
+	}
+	if err := f.mc.Client.DeleteLoadBalancer(ctx, lbs[0].ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.mc.Client.ResetStats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.lb.EnsureLoadBalancerDeleted(ctx, cluster, svc); err != nil {
+		t.Errorf("EnsureLoadBalancerDeleted of a load balancer deleted meanwhile = %v, want success", err)
+	}
+	if st, err := f.mc.Client.TokenStats(ctx); err != nil || st.Requests["DELETE /v1/load-balancers/{id}"] != 1 || st.Requests["GET /v1/load-balancers"] != 1 {
+		t.Errorf("requests %v (%v), want the delete (404) and one lookup", st.Requests, err)
+	}
+}

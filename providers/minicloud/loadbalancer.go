@@ -360,6 +360,20 @@ func (l *loadBalancers) putKnown(ctx context.Context, clusterName, what string, 
 // EnsureLoadBalancerDeleted deletes the Service's load balancer; one that
 // is already gone is fine.
 func (l *loadBalancers) EnsureLoadBalancerDeleted(ctx context.Context, clusterName string, svc *v1.Service) error {
+	// A load balancer whose ID is known is deleted without a lookup; a 404
+	// (deleted meanwhile, or replaced under the same name) takes the lookup.
+	name := LoadBalancerName(svc)
+	if id, ok := l.ids.get(name, clusterName); ok {
+		err := l.api.DeleteLoadBalancer(ctx, id)
+		if !client.IsNotFound(err) {
+			if err != nil {
+				return classify(fmt.Sprintf("delete load balancer %s for service %s/%s", id, svc.Namespace, svc.Name), err)
+			}
+			l.ids.forget(name)
+			return nil
+		}
+		l.ids.forget(name)
+	}
 	lb, err := l.find(ctx, clusterName, svc)
 	if err != nil || lb == nil {
 		return err

@@ -15,6 +15,8 @@ import (
 
 	v1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/stratus-ccm/stratus/internal/cloud"
 	"github.com/stratus-ccm/stratus/internal/dev/testenv"
@@ -443,4 +445,48 @@ func lbTargets(ctx context.Context, mc *minicloudtest.Cloud, uid string) []strin
 	}
 	slices.Sort(out)
 	return out
+}
+
+// A cleanup needs no lookup to know that a load balancer exists when a
+// listing of the last absentListingAge has it; no listing, an older one, or
+// one without it says nothing (the cleanup looks it up), and asking never
+// lists.
+func TestListingTellsCleanupLoadBalancerExists(t *testing.T) {
+	ctx := context.Background()
+	mc := minicloudtest.Start(t, minicloudtest.Options{})
+	p := cloud.NewProvider(mcprovider.ProviderName, mcprovider.NewFromClient(mc.Client))
+	const clusterName = "mc-listed-test"
+	uid := types.UID("5e0c7d2a-8f4b-4c1e-9a6d-3b2f1e0d9c8b")
+	spec := api.LoadBalancerSpec{
+		Name:      "listed-test",
+		Tags:      map[string]string{mcprovider.TagCluster: clusterName, mcprovider.TagServiceNamespace: "default", mcprovider.TagServiceName: "web", mcprovider.TagServiceUID: string(uid)},
+		Listeners: []api.Listener{{Protocol: api.ProtocolTCP, Port: 80, TargetPort: 30080}},
+	}
+	if _, err := mc.Client.CreateLoadBalancer(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := mc.Client.ResetStats(ctx); err != nil {
+		t.Fatal(err)
+	}
+	fc := clocktesting.NewFakeClock(time.Now())
+	l := newProvisioningListings(provisioningFreshness, fc)
+	if l.listed(p, uid, absentListingAge) {
+		t.Error("listed before any listing, want false")
+	}
+	if st, err := mc.Client.Stats(ctx); err != nil || st.Total != 0 {
+		t.Errorf("requests %v (%v), want none: listed never lists", st.Requests, err)
+	}
+	if l.absent(ctx, p, clusterName, uid, absentListingAge) {
+		t.Error("absent after a listing that has the load balancer, want false")
+	}
+	if !l.listed(p, uid, absentListingAge) {
+		t.Error("not listed after a listing that has the load balancer, want true")
+	}
+	if l.listed(p, "another-uid", absentListingAge) {
+		t.Error("another Service's load balancer listed, want false")
+	}
+	fc.Step(absentListingAge + time.Second)
+	if l.listed(p, uid, absentListingAge) {
+		t.Errorf("listed from a listing %v old, want false", absentListingAge+time.Second)
+	}
 }

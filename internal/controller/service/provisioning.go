@@ -110,6 +110,22 @@ func (l *provisioningListings) absent(ctx context.Context, p *cloud.Provider, cl
 	return sl.ok && !found
 }
 
+// listed reports whether a listing of p taken at most maxAge ago has uid's
+// load balancer. It never lists: it serves a cleanup, which then needs no
+// lookup to know that the load balancer exists, when a listing for another
+// purpose is recent (a burst of deletions and creations). A load balancer
+// deleted since is harmless: its deletion finds it gone.
+func (l *provisioningListings) listed(p *cloud.Provider, uid types.UID, maxAge time.Duration) bool {
+	sl := l.shared(p)
+	sl.mu.Lock()
+	defer sl.mu.Unlock()
+	if !sl.ok || sl.at.IsZero() || l.clock.Since(sl.at) > maxAge {
+		return false
+	}
+	_, found := sl.byUID[uid]
+	return found
+}
+
 // state returns what a listing taken at or after due says of uid's load
 // balancer, listing p when the last listing is older than due; but p is
 // listed at most once per freshness: until then the answer is lbWait with the

@@ -71,6 +71,10 @@ func (c *Controller) observe(ctx context.Context, key types.NamespacedName) (*ob
 	o.wantsLB, o.cleanup = wantsLB(svc), needsCleanup(svc)
 	switch d := planSync(o.syncObs); d.step {
 	case stepCleanup:
+		if c.provisioning.listed(o.provider, svc.UID, absentListingAge) {
+			o.exists = true // a recent listing has it: no lookup
+			break
+		}
 		lb, _ := o.provider.LoadBalancer()
 		_, o.exists, o.existsErr = lb.GetLoadBalancer(cloud.WithPriority(ctx, cloud.PriorityLBWrite), c.opts.ClusterName, svc)
 	case stepEnsure:
