@@ -132,9 +132,11 @@ func TestQuickRunsEveryScenario(t *testing.T) {
 							files = append(files, fmt.Sprintf("%s-%s-nodes%05d.%s.pb.gz", name, m, rung, kind))
 						}
 					}
-					for _, part := range []string{"rssAnonMiB", "rssFileMiB"} {
-						if v := metricsOf(s, m)["nodes=00006 "+part]; v <= 0 {
-							t.Errorf("%s: %s nodes=00006 %s = %v, want the resident memory", name, m, part, v)
+					for _, rung := range []string{"nodes=00000 ", "nodes=00006 "} { // the floor, a rung
+						for _, part := range []string{"peakRSSMiB", "rssAnonMiB", "rssFileMiB"} {
+							if v := metricsOf(s, m)[rung+part]; v <= 0 {
+								t.Errorf("%s: %s %s%s = %v, want the resident memory", name, m, rung, part, v)
+							}
 						}
 					}
 					if ok && (!strings.Contains(top, "nodes=00006 CPU over the window") || !strings.Contains(top, "Type: cpu")) {

@@ -20,7 +20,10 @@ const ladderServiceShare = 5
 // minutes): its peak RSS so far (and its resident memory at the window's
 // end, anonymous and file-backed), its CPU seconds and cloud calls per hour, and its
 // Kubernetes API requests per hour, in total and by verb and resource, with
-// the watches client-go renewed in the window apart (kubeAPIMetrics).
+// the watches client-go renewed in the window apart (kubeAPIMetrics). Before
+// the first rung, the memory of the manager leading the empty cluster is
+// the floor ("nodes=00000"): what its binary and runtime hold before any
+// object.
 // A rung that fails (say, one that does not settle within the run's bound)
 // ends the ladder with an error and the metrics of the rungs before it,
 // which the report keeps.
@@ -39,6 +42,14 @@ var ladderScenario = scenario{
 	setup: func(context.Context, *env, Sizes) error { return nil },
 	measure: func(ctx context.Context, e *env, s Sizes) (Metrics, error) {
 		m := Metrics{}
+		// The floor, "nodes=00000": the manager leading the empty cluster,
+		// its binary's pages and runtime before any object.
+		if err := settle(ctx, e, 0, 0); err != nil {
+			return m, fmt.Errorf("empty cluster: %w", err)
+		}
+		if err := e.memoryMetrics(m, "nodes=00000 "); err != nil {
+			return m, fmt.Errorf("empty cluster: %w", err)
+		}
 		nodes, services := 0, 0
 		for _, rung := range s.LadderRungs {
 			if rung > nodes {
@@ -83,12 +94,8 @@ var ladderScenario = scenario{
 			if err != nil {
 				return m, fmt.Errorf("at %d nodes: %w", rung, err)
 			}
-			rss, err := e.peakRSS()
-			if err != nil {
-				return m, fmt.Errorf("at %d nodes: %w", rung, err)
-			}
-			anon, file, err := e.rssParts()
-			if err != nil {
+			prefix := fmt.Sprintf("nodes=%05d ", rung)
+			if err := e.memoryMetrics(m, prefix); err != nil {
 				return m, fmt.Errorf("at %d nodes: %w", rung, err)
 			}
 			// After the RSS: serving the profile allocates in the manager.
@@ -108,10 +115,6 @@ var ladderScenario = scenario{
 			if err := kubeAPIMetrics(e, rm, perHour); err != nil {
 				return m, fmt.Errorf("at %d nodes: %w", rung, err)
 			}
-			prefix := fmt.Sprintf("nodes=%05d ", rung)
-			m[prefix+"peakRSSMiB"] = rss
-			m[prefix+"rssAnonMiB"] = anon
-			m[prefix+"rssFileMiB"] = file
 			m[prefix+"quietAfterIngressSeconds"] = quiet.Seconds()
 			m[prefix+"cpuSecondsPerHour"] = (cpu1 - cpu0) * perHour
 			m[prefix+"cloudCallsPerHour"] = float64(total) * perHour
@@ -146,3 +149,20 @@ func parseRungs(v string) ([]int, error) {
 
 // ladderWindowDefault is the measurement window of each rung at full size.
 const ladderWindowDefault = 5 * time.Minute
+
+// memoryMetrics adds the manager's peak RSS so far and its resident memory
+// now, anonymous and file-backed, under prefix.
+func (e *env) memoryMetrics(m Metrics, prefix string) error {
+	rss, err := e.peakRSS()
+	if err != nil {
+		return err
+	}
+	anon, file, err := e.rssParts()
+	if err != nil {
+		return err
+	}
+	m[prefix+"peakRSSMiB"] = rss
+	m[prefix+"rssAnonMiB"] = anon
+	m[prefix+"rssFileMiB"] = file
+	return nil
+}

@@ -111,8 +111,8 @@ func ladderPoints(m Metrics, metric string, zeros bool) plotter.XYs {
 			continue
 		}
 		n, err := strconv.Atoi(strings.TrimPrefix(rung, "nodes="))
-		if err != nil {
-			continue
+		if err != nil || n == 0 {
+			continue // the floor (no nodes) has no place on the log axis
 		}
 		pts = append(pts, plotter.XY{X: float64(n), Y: m[k]})
 	}

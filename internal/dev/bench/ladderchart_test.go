@@ -15,8 +15,9 @@ func TestLadderPointsByRung(t *testing.T) {
 		"nodes=02000 peakRSSMiB":        120,
 		"nodes=01000 peakRSSMiB":        80,
 		"nodes=01000 cloudCallsPerHour": 60,
-		"nodes=05000 peakRSSMiB":        0, // no point on a log axis
-		"peakRSSMiB":                    1, // not a rung
+		"nodes=05000 peakRSSMiB":        0,  // no point on a log axis
+		"nodes=00000 peakRSSMiB":        60, // the floor: no point either
+		"peakRSSMiB":                    1,  // not a rung
 	}
 	want := plotter.XYs{{X: 1000, Y: 80}, {X: 2000, Y: 120}}
 	if diff := cmp.Diff(want, ladderPoints(m, "peakRSSMiB", false)); diff != "" {

@@ -60,7 +60,6 @@ func (e *env) cpuSeconds() (float64, error) {
 // clockTicks is USER_HZ, the unit of /proc CPU times (100 on Linux).
 const clockTicks = 100
 
-// peakRSS is the manager's peak resident set (VmHWM) in MiB.
 // rssParts reads the manager's resident memory now, in MiB: anonymous (its
 // heap, stacks and runtime) and file-backed (the pages of its binary it has
 // touched, which the kernel can drop and read again).
@@ -91,6 +90,7 @@ func (e *env) rssParts() (anon, file float64, err error) {
 	return anon, file, nil
 }
 
+// peakRSS is the manager's peak resident set (VmHWM) in MiB.
 func (e *env) peakRSS() (float64, error) {
 	f, err := os.Open(fmt.Sprintf("/proc/%d/status", e.mgr.Process.Pid))
 	if err != nil {
