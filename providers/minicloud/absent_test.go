@@ -28,17 +28,11 @@ func TestEnsureMarkedAbsent(t *testing.T) {
 	if _, err := f.lb.EnsureLoadBalancer(absent, cluster, svc, f.nodes); !errors.As(err, new(*cloudproviderapi.RetryError)) {
 		t.Fatalf("EnsureLoadBalancer = %v, want a RetryError while provisioning", err)
 	}
-	st, err := f.mc.Client.TokenStats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Total != 1 || st.Requests["POST /v1/load-balancers"] != 1 {
-		t.Errorf("requests %v, want exactly one create", st.Requests)
-	}
+	wantOneRequest(t, f, "POST /v1/load-balancers")
 
 	// The mark is wrong now: the load balancer exists, with port 8080.
 	svc.Spec.Ports[0].Port = 9090
-	err = wait.PollUntilContextTimeout(absent, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextTimeout(absent, 50*time.Millisecond, 10*time.Second, true, func(ctx context.Context) (bool, error) {
 		_, err := f.lb.EnsureLoadBalancer(ctx, cluster, svc, f.nodes)
 		if errors.As(err, new(*cloudproviderapi.RetryError)) {
 			return false, nil
@@ -71,13 +65,7 @@ func TestUpdateKnownLoadBalancerWithoutLookup(t *testing.T) {
 	if err := f.lb.UpdateLoadBalancer(ctx, cluster, svc, f.nodes[:1]); err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.mc.Client.TokenStats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Total != 1 || st.Requests["PUT /v1/load-balancers/{id}"] != 1 {
-		t.Errorf("requests %v, want exactly one update", st.Requests)
-	}
+	wantOneRequest(t, f, "PUT /v1/load-balancers/{id}")
 	lbs, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
 	if err != nil || len(lbs) != 1 || len(lbs[0].Targets) != 1 {
 		t.Fatalf("load balancers %+v (%v), want one with one target", lbs, err)
@@ -114,13 +102,7 @@ func TestEnsureKnownLoadBalancerWithoutLookup(t *testing.T) {
 	if _, err := f.lb.EnsureLoadBalancer(ctx, cluster, svc, f.nodes); err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.mc.Client.TokenStats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Total != 1 || st.Requests["PUT /v1/load-balancers/{id}"] != 1 {
-		t.Errorf("requests %v, want exactly one update", st.Requests)
-	}
+	wantOneRequest(t, f, "PUT /v1/load-balancers/{id}")
 	lbs, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{})
 	if err != nil || len(lbs) != 1 || lbs[0].ID != before[0].ID {
 		t.Fatalf("load balancers %+v (%v), want %s alone", lbs, err, before[0].ID)
@@ -153,13 +135,7 @@ func TestEnsureDeletedKnownLoadBalancerWithoutLookup(t *testing.T) {
 	if err := f.lb.EnsureLoadBalancerDeleted(ctx, cluster, svc); err != nil {
 		t.Fatal(err)
 	}
-	st, err := f.mc.Client.TokenStats(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.Total != 1 || st.Requests["DELETE /v1/load-balancers/{id}"] != 1 {
-		t.Errorf("requests %v, want exactly one delete", st.Requests)
-	}
+	wantOneRequest(t, f, "DELETE /v1/load-balancers/{id}")
 	if lbs, err := f.mc.Client.ListLoadBalancers(ctx, client.ListOptions{}); err != nil || len(lbs) != 0 {
 		t.Fatalf("load balancers %+v (%v), want none", lbs, err)
 	}
@@ -181,5 +157,18 @@ func TestEnsureDeletedKnownLoadBalancerWithoutLookup(t *testing.T) {
 	}
 	if st, err := f.mc.Client.TokenStats(ctx); err != nil || st.Requests["DELETE /v1/load-balancers/{id}"] != 1 || st.Requests["GET /v1/load-balancers"] != 1 {
 		t.Errorf("requests %v (%v), want the delete (404) and one lookup", st.Requests, err)
+	}
+}
+
+// wantOneRequest checks that the requests since the fixture's last
+// ResetStats were exactly one, of kind ("PUT /v1/load-balancers/{id}").
+func wantOneRequest(t *testing.T, f *lbFixture, kind string) {
+	t.Helper()
+	st, err := f.mc.Client.TokenStats(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Total != 1 || st.Requests[kind] != 1 {
+		t.Errorf("requests %v, want exactly one %s", st.Requests, kind)
 	}
 }
