@@ -117,12 +117,13 @@ test-times: ## Regenerate docs/test-times.md (packages by time, the ten longest 
 
 # make bench: the minicloud scenarios in both modes, at one commit. The tuned
 # half (both managers with --kube-api-qps=200 --kube-api-burst=400 and ten
-# node and Service workers) runs the short scenarios three times each, the
+# node and Service workers) runs the short scenarios three times each (node
+# churn also with the minicloud provider's backend pools), the
 # memory scenario and the scale ladder to 10,000 nodes (about 90 minutes);
 # the defaults half (each manager's own flags) runs the short ones three times
 # (about 30 minutes). The vSphere and OpenStack scenarios, whose oracles are
 # other upstream CCMs, have their own targets.
-BENCH_TUNED_SCENARIOS := node-init-burst,lb-burst,node-churn,memory,scale-ladder
+BENCH_TUNED_SCENARIOS := node-init-burst,lb-burst,node-churn,node-churn-pools,memory,scale-ladder
 BENCH_DEFAULTS_SCENARIOS := node-init-burst,lb-burst,node-churn
 
 .PHONY: bench bench-vsphere bench-openstack
